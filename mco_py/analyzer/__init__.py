@@ -1,0 +1,1 @@
+"""mco analyzer: gRPC ingest, scoring loop, rules watcher, report writer."""

@@ -1,0 +1,88 @@
+"""The ``mco`` command line.
+
+``main()`` only parses arguments and hands over to the subcommand. Service
+subcommands (collector, analyzer, extender, report) live in their own packages
+and are imported only when used, so ``mco version`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from mco_py import __version__
+from mco_py.analysis.rules import default_rules_text, parse_rules
+from mco_py.errors import RulesError
+
+#: name -> (module, help). Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+SERVICE_COMMANDS: dict[str, tuple[str, str]] = {}
+
+
+def _cmd_version(_: argparse.Namespace) -> int:
+    print(f"mco {__version__} (Python {sys.version.split()[0]})")
+    return 0
+
+
+def _cmd_rules_validate(args: argparse.Namespace) -> int:
+    path: Path = args.file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"{path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    try:
+        rules = parse_rules(text, source=str(path))
+    except RulesError as exc:
+        print(f"{path}: invalid detection rules ({len(exc.problems)} problem(s)):", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 1
+    print(f"{path}: valid (version {rules.version}, {len(rules.signals)} signal rules)")
+    return 0
+
+
+def _cmd_rules_default(_: argparse.Namespace) -> int:
+    sys.stdout.write(default_rules_text())
+    return 0
+
+
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; only the ``selected`` service module is imported."""
+    parser = argparse.ArgumentParser(prog="mco", description="Many-Core Orchestrator")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("version", help="print the version")
+    p.set_defaults(func=_cmd_version)
+
+    rules = sub.add_parser("rules", help="detection rules tools")
+    rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
+    p = rules_sub.add_parser("validate", help="validate a rules.yaml (exit 0 valid, 1 invalid)")
+    p.add_argument("file", type=Path, help="path to the rules document")
+    p.set_defaults(func=_cmd_rules_validate)
+    p = rules_sub.add_parser("default", help="print the documented default rules")
+    p.set_defaults(func=_cmd_rules_default)
+
+    for name, (module_name, help_text) in SERVICE_COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        if name != selected:
+            continue
+        module = importlib.import_module(module_name)
+        module.add_arguments(p)
+        runner: Callable[[argparse.Namespace], int] = module.run
+        p.set_defaults(func=runner)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv else None)
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""mco collector: host signal sources, Prometheus exporter, gRPC stream to the analyzer."""

@@ -1,0 +1,1 @@
+"""mco extender: Volcano and kube-scheduler extender HTTP service."""

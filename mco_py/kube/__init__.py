@@ -1,0 +1,1 @@
+"""Kubernetes API adapter (the only module that imports the kubernetes client)."""

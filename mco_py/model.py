@@ -1,0 +1,233 @@
+"""Shared plain-data types: signals, samples, levels, assessments and the report.
+
+Everything here is pure (no I/O). The report document built by
+:func:`report_to_status` is the ``status`` of the ``NodeInterferenceReport`` CR
+and, in standalone mode, the body of the report file; its shape is fixed by the
+CRD schema in ``mco_py/data/crds/nodeinterferencereports.yaml``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from mco_py.errors import ReportError
+
+#: Report signal keys (camelCase, as in the CRD), in display order.
+SIGNAL_NAMES: tuple[str, ...] = (
+    "psiCpuSomeAvg10",
+    "psiMemorySomeAvg10",
+    "psiMemoryFullAvg10",
+    "psiIoSomeAvg10",
+    "psiIoFullAvg10",
+    "llcMissRate",
+    "bioLatencyP99Ms",
+    "cpuStealPercent",
+    "oomKills",
+)
+
+#: Report API identity.
+GROUP = "mco.many-core.io"
+VERSION = "v1alpha1"
+KIND = "NodeInterferenceReport"
+PLURAL = "nodeinterferencereports"
+
+
+class Level(enum.Enum):
+    """Interference level of one node. ``Unknown`` means its data is stale."""
+
+    NONE = "None"
+    LOW = "Low"
+    MEDIUM = "Medium"
+    HIGH = "High"
+    UNKNOWN = "Unknown"
+
+    @property
+    def code(self) -> int:
+        """Numeric encoding for metrics: None=0, Low=1, Medium=2, High=3, Unknown=-1."""
+        return _LEVEL_CODES[self]
+
+    @classmethod
+    def parse(cls, text: str) -> Level:
+        """Level from its report spelling; raises ``ValueError`` for anything else."""
+        for level in cls:
+            if level.value == text:
+                return level
+        raise ValueError(f"unknown level {text!r}; expected one of {[lv.value for lv in cls]}")
+
+
+_LEVEL_CODES = {Level.NONE: 0, Level.LOW: 1, Level.MEDIUM: 2, Level.HIGH: 3, Level.UNKNOWN: -1}
+
+
+@dataclass(frozen=True, slots=True)
+class SignalReading:
+    """One signal of one sample: a value, or the reason it is absent."""
+
+    name: str
+    """Signal key, e.g. ``psiIoSomeAvg10``."""
+    value: float | None
+    """Measured value; ``None`` when the signal is absent (never 0 for "unknown")."""
+    backend: str = ""
+    """What produced it (``procfs``, ``libbpf``, ``tracefs``, ``diskstats-average``, ...)."""
+    reason: str = ""
+    """Why the value is absent; empty when present."""
+
+    @property
+    def present(self) -> bool:
+        """True when the signal carries a value."""
+        return self.value is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """Everything one collector measured on one node at one instant."""
+
+    node: str
+    """Node name (joins collector, report, Volcano NodeInfo.Name and the Kubernetes Node)."""
+    timestamp: float
+    """Sample time, seconds since the Unix epoch."""
+    signals: Mapping[str, SignalReading] = field(default_factory=dict)
+    """Readings by signal key."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAssessment:
+    """The analyzer's judgement of one node, as it appears in the report."""
+
+    name: str
+    """Node name."""
+    level: Level
+    """Interference level (Unknown when the data is stale)."""
+    score: float
+    """0-100, higher means more interference."""
+    signals: Mapping[str, float] = field(default_factory=dict)
+    """Smoothed signal values the score used; absent signals are left out."""
+    last_sample_time: float | None = None
+    """Time of the newest sample, seconds since the epoch."""
+    reasons: tuple[str, ...] = ()
+    """Human-readable reasons naming the signals and values behind the level."""
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The whole report: one document for every node."""
+
+    last_update_time: float
+    """When the analyzer wrote it, seconds since the epoch (liveness for the scheduler's TTL)."""
+    analyzer_identity: str
+    """Which analyzer wrote it (host name / pod name)."""
+    rules_version: str
+    """Version of the detection rules in force."""
+    nodes: tuple[NodeAssessment, ...] = ()
+    """One assessment per node, sorted by name."""
+    detail_dropped: int = 0
+    """Nodes whose signals and reasons were left out to stay under the API size limit."""
+
+    def node(self, name: str) -> NodeAssessment | None:
+        """The assessment of ``name``, or None."""
+        for item in self.nodes:
+            if item.name == name:
+                return item
+        return None
+
+
+def format_time(ts: float) -> str:
+    """RFC 3339 UTC with millisecond precision, e.g. ``2026-11-29T22:00:00.123Z``."""
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> float:
+    """Parse an RFC 3339 timestamp into seconds since the epoch."""
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except (ValueError, AttributeError) as exc:
+        raise ReportError(f"invalid RFC 3339 time {text!r}") from exc
+    if parsed.tzinfo is None:
+        raise ReportError(f"time {text!r} has no time zone; use RFC 3339 with Z or an offset")
+    return parsed.timestamp()
+
+
+def assessment_to_dict(item: NodeAssessment) -> dict[str, Any]:
+    """One ``status.nodes[]`` entry."""
+    out: dict[str, Any] = {"name": item.name, "level": item.level.value, "score": round(item.score, 2)}
+    if item.signals:
+        out["signals"] = {k: round(v, 4) for k, v in item.signals.items() if math.isfinite(v)}
+    if item.last_sample_time is not None:
+        out["lastSampleTime"] = format_time(item.last_sample_time)
+    out["reasons"] = list(item.reasons)
+    return out
+
+
+def report_to_status(report: Report) -> dict[str, Any]:
+    """The report as the CR ``status`` (and standalone file) document."""
+    summary = {"nodes": len(report.nodes), "detailDropped": report.detail_dropped}
+    for level in Level:
+        summary[level.value.lower()] = 0
+    for item in report.nodes:
+        summary[item.level.value.lower()] += 1
+    return {
+        "lastUpdateTime": format_time(report.last_update_time),
+        "analyzer": {"identity": report.analyzer_identity, "rulesVersion": report.rules_version},
+        "summary": summary,
+        "nodes": [assessment_to_dict(n) for n in report.nodes],
+    }
+
+
+def _number(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ReportError(f"{where}: expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def report_from_status(status: Mapping[str, Any]) -> Report:
+    """Decode a ``status`` document; raises :class:`ReportError` naming the bad field."""
+    if not isinstance(status, Mapping):
+        raise ReportError("status: expected an object")
+    try:
+        updated = parse_time(status["lastUpdateTime"])
+        analyzer = status.get("analyzer") or {}
+        nodes_raw = status.get("nodes") or []
+    except KeyError as exc:
+        raise ReportError(f"status.{exc.args[0]} is required") from exc
+    if not isinstance(nodes_raw, Sequence) or isinstance(nodes_raw, str | bytes):
+        raise ReportError("status.nodes: expected a list")
+    nodes: list[NodeAssessment] = []
+    for i, raw in enumerate(nodes_raw):
+        where = f"status.nodes[{i}]"
+        if not isinstance(raw, Mapping):
+            raise ReportError(f"{where}: expected an object")
+        try:
+            name = str(raw["name"])
+            level = Level.parse(str(raw["level"]))
+        except KeyError as exc:
+            raise ReportError(f"{where}.{exc.args[0]} is required") from exc
+        except ValueError as exc:
+            raise ReportError(f"{where}.level: {exc}") from exc
+        signals_raw = raw.get("signals") or {}
+        if not isinstance(signals_raw, Mapping):
+            raise ReportError(f"{where}.signals: expected an object")
+        signals = {str(k): _number(v, f"{where}.signals.{k}") for k, v in signals_raw.items()}
+        sample_time = raw.get("lastSampleTime")
+        nodes.append(
+            NodeAssessment(
+                name=name,
+                level=level,
+                score=_number(raw.get("score", 0.0), f"{where}.score"),
+                signals=signals,
+                last_sample_time=parse_time(sample_time) if sample_time else None,
+                reasons=tuple(str(r) for r in raw.get("reasons") or ()),
+            )
+        )
+    return Report(
+        last_update_time=updated,
+        analyzer_identity=str(analyzer.get("identity", "")) if isinstance(analyzer, Mapping) else "",
+        rules_version=str(analyzer.get("rulesVersion", "")) if isinstance(analyzer, Mapping) else "",
+        nodes=tuple(nodes),
+        detail_dropped=int(
+            _number((status.get("summary") or {}).get("detailDropped", 0), "status.summary.detailDropped")
+        ),
+    )

@@ -1,0 +1,1 @@
+"""Observability helpers: logging set-up and Prometheus registries."""

@@ -1,0 +1,1 @@
+"""Generated gRPC/protobuf stubs (``make proto``); do not edit by hand."""

@@ -1,0 +1,1 @@
+"""Report stores: one interface, Kubernetes and file implementations."""
