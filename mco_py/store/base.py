@@ -1,0 +1,28 @@
+"""The report store interface. Nothing outside ``mco_py.store`` knows which one is in use."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from mco_py.model import Report
+
+
+class ReportStore(Protocol):
+    """Where the report lives: the CR status (cluster mode) or a JSON file (standalone)."""
+
+    def read(self) -> Report:
+        """The current report.
+
+        Raises :class:`~mco_py.errors.ReportNotFound` when there is none yet,
+        :class:`~mco_py.errors.ReportError` when it cannot be decoded, and
+        :class:`~mco_py.errors.StoreUnavailable` when the store cannot be reached.
+        """
+        ...
+
+    def write(self, report: Report) -> None:
+        """Replace the report. Raises :class:`~mco_py.errors.ReportError` subclasses on failure."""
+        ...
+
+    def describe(self) -> str:
+        """Where the report is, for logs and ``mco report``."""
+        ...

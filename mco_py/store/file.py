@@ -1,0 +1,79 @@
+"""Standalone report store: the CR-shaped document in a local JSON file, replaced atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mco_py.errors import ReportError, ReportNotFound, StoreUnavailable
+from mco_py.model import GROUP, KIND, VERSION, Report, report_from_status, report_to_status
+
+DEFAULT_PATH = Path("/var/lib/mco/report.json")
+
+
+def report_document(report: Report, *, name: str = "cluster") -> dict[str, Any]:
+    """The whole object as the CR would be (apiVersion, kind, metadata, status)."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "metadata": {"name": name},
+        "status": report_to_status(report),
+    }
+
+
+def decode_document(raw: bytes | str, *, source: str) -> Report:
+    """Decode a report file's content; raises :class:`ReportError` naming the source."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{source}: not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("status"), dict):
+        raise ReportError(f"{source}: expected a {KIND} document with a status object")
+    try:
+        return report_from_status(doc["status"])
+    except ReportError as exc:
+        raise ReportError(f"{source}: {exc}") from exc
+
+
+class FileReportStore:
+    """Reads and writes the report file; writes are atomic (temp file, fsync, rename)."""
+
+    def __init__(self, path: str | Path = DEFAULT_PATH, *, name: str = "cluster", mode: int = 0o644) -> None:
+        self.path = Path(path)
+        self.name = name
+        self.mode = mode
+
+    def describe(self) -> str:
+        return f"file {self.path}"
+
+    def read(self) -> Report:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError as exc:
+            raise ReportNotFound(f"{self.path} does not exist yet") from exc
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.path}: cannot read: {exc.strerror or exc}") from exc
+        return decode_document(raw, source=str(self.path))
+
+    def write(self, report: Report) -> None:
+        data = json.dumps(report_document(report, name=self.name), separators=(",", ":")).encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.path}: cannot create: {exc.strerror or exc}") from exc
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, self.mode)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise StoreUnavailable(f"{self.path}: cannot write: {exc.strerror or exc}") from exc
