@@ -17,7 +17,12 @@ run_tier() {  # name budget_seconds command...
   ORDER+=("$name")
   printf '\n===== tier %s (budget %ss) =====\n' "$name" "$budget"
   local start=$SECONDS rc
-  timeout --kill-after=30 "$budget" "$@"; rc=$?
+  if declare -F "$1" >/dev/null; then  # shell functions run in a child bash so timeout can kill them
+    export -f "$1" playbooks can_boot
+    timeout --kill-after=30 "$budget" bash -c "$*"; rc=$?
+  else
+    timeout --kill-after=30 "$budget" "$@"; rc=$?
+  fi
   SECONDS_USED[$name]=$((SECONDS - start))
   if [ $rc -eq 0 ]; then RESULT[$name]=passed; passed=$((passed + 1))
   elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then RESULT[$name]="FAILED (over ${budget}s budget)"; failed=$((failed + 1))
