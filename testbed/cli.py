@@ -48,7 +48,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     root = image.ensure_image()
     for name in args.names:
         started = time.monotonic()
+        already = bed.is_running(name)
         state = bed.up(name, image=root, options=options, address=args.address, ready_timeout=args.timeout)
+        if already:
+            print(f"{name}: already up at {state.address} (bed {bed.name}, pid {state.pid})")
+            continue
         print(f"{name}: up at {state.address} in {time.monotonic() - started:.1f} s (bed {bed.name}, pid {state.pid})")
     return 0
 
@@ -105,6 +109,17 @@ def cmd_exec_ctl(args: argparse.Namespace) -> int:
         bed.ensure_controller()
     argv = ["ip", "netns", "exec", bed.ctl_netns, *command]
     os.execvp(argv[0], argv)  # noqa: S606 -- replaces this process with a fixed argv, no shell
+
+
+def cmd_serve_ctl(args: argparse.Namespace) -> int:
+    bed = nodes.Bed(args.bed)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise TestbedError("serve-ctl needs a command: python -m testbed serve-ctl --name NAME -- CMD ARGS...")
+    pid = bed.serve(args.name, command, wait_port=args.wait_port, timeout=args.timeout)
+    where = f" on {nodes.CONTROLLER_ADDRESS}:{args.wait_port}" if args.wait_port else ""
+    print(f"{args.name}: running{where} in {bed.ctl_netns} (pid {pid}, log {bed.dir / (args.name + '.log')})")
+    return 0
 
 
 def render_inventory(bed: nodes.Bed, groups: Sequence[str]) -> dict[str, object]:
@@ -190,6 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("command", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_exec_ctl)
+
+    p = sub.add_parser("serve-ctl", help="start a background service in the controller namespace (stopped by down-all)")
+    p.add_argument("--name", required=True, help="service name (log: <bed dir>/NAME.log)")
+    p.add_argument("--wait-port", type=int, help=f"return once {nodes.CONTROLLER_ADDRESS}:PORT accepts connections")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for --wait-port")
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_serve_ctl)
 
     p = sub.add_parser("inventory", help="print (or --write) an Ansible inventory for the bed's nodes")
     p.add_argument("--group", action="append", metavar="GROUP=NODE[,NODE]", help="add a group (repeatable)")

@@ -154,6 +154,10 @@ class Bed:
         names.discard("ctl")
         return sorted(names)
 
+    def is_running(self, node: str) -> bool:
+        state = self.load(node)
+        return bool(state and state.pid and system.pid_alive(state.pid))
+
     def load(self, node: str) -> NodeState | None:
         path = self.node_dir(node) / "state.json"
         try:
@@ -443,6 +447,52 @@ class Bed:
             if pid != os.getpid():
                 system.stop_process(pid, grace=5)
         system.run(["ip", "netns", "delete", name])
+
+    def serve(self, name: str, command: Sequence[str], *, wait_port: int | None, timeout: float = 30) -> int:
+        """Start ``command`` detached inside the controller namespace; return its pid.
+
+        Its output goes to ``<bed dir>/<name>.log``. With ``wait_port`` it returns once
+        ``CONTROLLER_ADDRESS:wait_port`` accepts connections. ``down-all`` stops it (every
+        process left in the controller namespace is stopped before the namespace goes).
+        """
+        check_node_name(name)
+        system.preflight()
+        with self.locked():
+            self.ensure_controller()
+        log_path = self.dir / f"{name}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                ["ip", "netns", "exec", self.ctl_netns, *command],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        (self.dir / f"{name}.pid").write_text(f"{process.pid}\n")
+        if wait_port is None:
+            return process.pid
+        probe = [
+            "ip",
+            "netns",
+            "exec",
+            self.ctl_netns,
+            "socat",
+            "-u",
+            "OPEN:/dev/null",
+            f"TCP:{CONTROLLER_ADDRESS}:{wait_port}",
+        ]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
+                raise TestbedError(f"{name} exited with {process.returncode} before listening; {log_path}:\n{tail}")
+            if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+                return process.pid
+            time.sleep(0.1)
+        system.stop_process(process.pid)
+        raise TestbedError(
+            f"{name} did not listen on {CONTROLLER_ADDRESS}:{wait_port} within {timeout:.0f} s; see {log_path}"
+        )
 
     # --- reporting ---------------------------------------------------------------------
     def status(self) -> list[dict[str, Any]]:
