@@ -222,7 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="testbed: %(message)s")
+    if args.verbose:  # otherwise warnings reach stderr through logging's last-resort handler
+        logging.basicConfig(level=logging.INFO, format="testbed: %(message)s")
     try:
         result: int = args.func(args)
     except TestbedError as exc:

@@ -495,6 +495,16 @@ class Bed:
         )
 
     # --- reporting ---------------------------------------------------------------------
+    def leftovers(self) -> dict[str, list[str]]:
+        """What of this bed is still on the host: namespaces, mounts, nspawn processes, state dir."""
+        prefix = f"{PREFIX}{self.name}-"
+        return {
+            "netns": [ns for ns in system.netns_names() if ns.startswith(prefix)],
+            "mounts": [str(p) for p in system.mounts_under(self.dir)],
+            "processes": [str(pid) for pid in self.nspawn_pids()],
+            "state": [str(self.dir)] if self.dir.exists() else [],
+        }
+
     def status(self) -> list[dict[str, Any]]:
         mounts = set(system.mount_points())
         rows = []
