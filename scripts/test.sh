@@ -62,7 +62,7 @@ tier_molecule() {
 for tier in $TIERS; do
   case $tier in
     ruff) run_tier ruff 120 bash -c 'ruff check . && ruff format --check .' ;;
-    mypy) run_tier mypy 300 mypy --strict mco_py ;;
+    mypy) run_tier mypy 300 mypy --strict mco_py testbed ;;
     imports) run_tier imports 120 lint-imports ;;
     yamllint) run_tier yamllint 120 yamllint --strict . ;;
     ansible-lint)

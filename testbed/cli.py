@@ -35,6 +35,9 @@ def _node_options(args: argparse.Namespace) -> nodes.NodeOptions:
 def cmd_image(args: argparse.Namespace) -> int:
     path = image.ensure_image(rebuild=args.rebuild)
     print(path)
+    if args.prune:
+        for old in image.prune_images(keep=path):
+            print(f"removed old image {old}")
     return 0
 
 
@@ -172,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("image", help="build the node image if its inputs changed; print its path")
     p.add_argument("--rebuild", action="store_true", help="build even when the image exists")
+    p.add_argument("--prune", action="store_true", help="remove older images no running node uses")
     p.set_defaults(func=cmd_image)
 
     p = sub.add_parser("up", help="boot nodes and wait until ssh works and systemd is running")

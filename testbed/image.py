@@ -137,6 +137,20 @@ def ensure_image(*, root: Path | None = None, packages_file: Path = PACKAGES_FIL
     return target
 
 
+def prune_images(*, root: Path | None = None, keep: Path | None = None) -> list[Path]:
+    """Remove images other than ``keep`` (default: the current one) that no mounted overlay uses."""
+    root = root or cache_root()
+    keep = keep or image_path(root)
+    in_use = Path("/proc/self/mountinfo").read_text()
+    removed = []
+    with _locked(root):
+        for candidate in sorted(root.glob("image-*")):
+            if candidate != keep and f"lowerdir={candidate}" not in in_use:
+                system.remove_tree(candidate)
+                removed.append(candidate)
+    return removed
+
+
 def _build(scratch: Path, packages: list[str], mirror: str) -> None:
     print(f"testbed: building the node image ({len(packages)} packages from {mirror}); takes ~1-2 min once")
     argv = [
