@@ -125,6 +125,13 @@ def cmd_serve_ctl(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_forward_ctl(args: argparse.Namespace) -> int:
+    bed = nodes.Bed(args.bed)
+    host_port = bed.forward(args.port)
+    print(f"127.0.0.1:{host_port} -> {nodes.CONTROLLER_ADDRESS}:{args.port} in {bed.ctl_netns}")
+    return 0
+
+
 def render_inventory(bed: nodes.Bed, groups: Sequence[str]) -> dict[str, object]:
     """Ansible inventory (YAML structure) for the bed's nodes; ``groups`` are ``GROUP=NODE,NODE``."""
     hosts: dict[str, dict[str, object]] = {}
@@ -216,6 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for --wait-port")
     p.add_argument("command", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_serve_ctl)
+
+    p = sub.add_parser("forward-ctl", help="reach a controller-namespace port from the host (prints 127.0.0.1:PORT)")
+    p.add_argument("port", type=int, help=f"port on {nodes.CONTROLLER_ADDRESS}")
+    p.set_defaults(func=cmd_forward_ctl)
 
     p = sub.add_parser("inventory", help="print (or --write) an Ansible inventory for the bed's nodes")
     p.add_argument("--group", action="append", metavar="GROUP=NODE[,NODE]", help="add a group (repeatable)")

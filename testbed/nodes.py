@@ -356,11 +356,7 @@ class Bed:
             "--link-journal=no",
             *options.nspawn_args(),
         ]
-        with console.open("wb") as log:
-            process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        return process.pid
+        return system.spawn_detached(argv, console)
 
     def wait_ready(self, node: str, *, timeout: float = DEFAULT_READY_TIMEOUT) -> str:
         """Poll over ssh until ``systemctl is-system-running`` says running or degraded."""
@@ -405,6 +401,7 @@ class Bed:
             for node in nodes:
                 self._teardown(node)
             self._remove_netns(self.ctl_netns)
+            self._stop_forwarders()
             system.unmount_tree(self.dir)
             for path in sorted(self.dir.iterdir()) if self.dir.is_dir() else []:
                 if path.is_dir():
@@ -460,17 +457,10 @@ class Bed:
         with self.locked():
             self.ensure_controller()
         log_path = self.dir / f"{name}.log"
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                ["ip", "netns", "exec", self.ctl_netns, *command],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        (self.dir / f"{name}.pid").write_text(f"{process.pid}\n")
+        pid = system.spawn_detached(["ip", "netns", "exec", self.ctl_netns, *command], log_path)
+        (self.dir / f"{name}.pid").write_text(f"{pid}\n")
         if wait_port is None:
-            return process.pid
+            return pid
         probe = [
             "ip",
             "netns",
@@ -483,25 +473,77 @@ class Bed:
         ]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if process.poll() is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            if not system.pid_alive(pid):
                 tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
-                raise TestbedError(f"{name} exited with {process.returncode} before listening; {log_path}:\n{tail}")
+                raise TestbedError(f"{name} exited before listening; {log_path}:\n{tail}")
             if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
-                return process.pid
+                return pid
             time.sleep(0.1)
-        system.stop_process(process.pid)
+        system.stop_process(pid)
         raise TestbedError(
             f"{name} did not listen on {CONTROLLER_ADDRESS}:{wait_port} within {timeout:.0f} s; see {log_path}"
         )
+
+    def forward(self, port: int, *, timeout: float = 10) -> int:
+        """Make ``CONTROLLER_ADDRESS:port`` reachable from the host; return the host port on 127.0.0.1.
+
+        Two socat processes joined by a unix socket in the bed's state dir (a unix socket
+        is reachable from every network namespace): one inside the controller namespace
+        relays to the service, one on host loopback relays to the socket. ``down-all``
+        stops both (found by the socket path in their command lines).
+        """
+        if not 0 < port < 65536:
+            raise TestbedError(f"port {port} is not a TCP port (1-65535)")
+        system.preflight()
+        with self.locked():
+            self.ensure_controller()
+        sock = self.dir / f"forward-{port}.sock"
+        system.spawn_detached(
+            ["ip", "netns", "exec", self.ctl_netns, "socat", f"UNIX-LISTEN:{sock},fork,unlink-early",
+             f"TCP:{CONTROLLER_ADDRESS}:{port}"],
+            self.dir / f"forward-{port}-ctl.log",
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for _attempt in range(3):  # the free port can be taken between probe and bind: try another
+            host_port = system.free_loopback_port()
+            pid = system.spawn_detached(
+                ["socat", f"TCP-LISTEN:{host_port},bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{sock}"],
+                self.dir / f"forward-{port}-host.log",
+            )
+            while time.monotonic() < deadline:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+                if not system.pid_alive(pid):
+                    break
+                if system.loopback_port_open(host_port):
+                    return host_port
+                time.sleep(0.02)
+        self._stop_forwarders()
+        raise TestbedError(f"could not forward {CONTROLLER_ADDRESS}:{port} to the host; see {self.dir}/forward-*.log")
+
+    def _stop_forwarders(self) -> None:
+        marker = f"{self.dir}/forward-"
+        for pid, argv in system.processes():
+            if pid != os.getpid() and any(marker in arg for arg in argv):
+                system.stop_process(pid, grace=2)
 
     # --- reporting ---------------------------------------------------------------------
     def leftovers(self) -> dict[str, list[str]]:
         """What of this bed is still on the host: namespaces, mounts, nspawn processes, state dir."""
         prefix = f"{PREFIX}{self.name}-"
+        nspawn = set(self.nspawn_pids())
         return {
             "netns": [ns for ns in system.netns_names() if ns.startswith(prefix)],
             "mounts": [str(p) for p in system.mounts_under(self.dir)],
-            "processes": [str(pid) for pid in self.nspawn_pids()],
+            "processes": [
+                f"{pid} {' '.join(argv)}"
+                for pid, argv in system.processes()
+                if pid in nspawn or any(f"{self.dir}/forward-" in arg for arg in argv)
+            ],
             "state": [str(self.dir)] if self.dir.exists() else [],
         }
 

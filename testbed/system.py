@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -92,6 +93,27 @@ def processes() -> Iterator[tuple[int, list[str]]]:
             yield int(entry.name), [part.decode(errors="replace") for part in raw.rstrip(b"\0").split(b"\0")]
 
 
+def spawn_detached(argv: Sequence[str], log_path: Path) -> int:
+    """Start ``argv`` in its own session with output to ``log_path``; return its pid.
+
+    The process outlives the caller (cleanup finds it by its saved pid or its command
+    line). posix_spawn keeps no Popen object around that would warn about a live child.
+    """
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, fd, 1),
+            (os.POSIX_SPAWN_DUP2, fd, 2),
+            (os.POSIX_SPAWN_CLOSE, fd),
+        ]
+        return os.posix_spawnp(argv[0], list(argv), os.environ, file_actions=actions, setsid=True)
+    except FileNotFoundError as exc:
+        raise TestbedError(f"{argv[0]} not found; run `make setup` as root to install the test-bed tools") from exc
+    finally:
+        os.close(fd)
+
+
 def pid_alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
     try:
@@ -106,8 +128,10 @@ def stop_process(pid: int, *, grace: float = 10.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while pid_alive(pid) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         _reap(pid)
+        if not pid_alive(pid):
+            break
         time.sleep(0.05)
     if pid_alive(pid):
         with contextlib.suppress(ProcessLookupError):
@@ -121,6 +145,22 @@ def stop_process(pid: int, *, grace: float = 10.0) -> None:
 def _reap(pid: int) -> None:
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def loopback_port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def netns_inode(name: str) -> int | None:

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,6 +94,11 @@ def test_service_in_the_controller_namespace_is_reachable_from_nodes(node_image:
     run_cli(bed, "up", "node-a")
     page = run_cli(bed, "ssh", "node-a", "--", "curl", "-sf", "http://10.213.0.1:8080/packages.txt").stdout
     assert page == (REPO / "testbed" / "packages.txt").read_text()
+    # ...and from the host, through the loopback forwarder
+    forward = run_cli(bed, "forward-ctl", "8080").stdout
+    host_port = int(forward.split()[0].rsplit(":", 1)[1])
+    with urllib.request.urlopen(f"http://127.0.0.1:{host_port}/packages.txt", timeout=10) as response:
+        assert response.read().decode() == page
     run_cli(bed, "down-all")
     assert not system.pid_alive(pid)
     assert_clean(bed)
