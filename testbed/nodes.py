@@ -572,11 +572,11 @@ def leftovers(root: Path | None = None) -> dict[str, list[str]]:
     mounts = [str(p) for p in system.mount_points() if p == root or root in p.parents]
     procs = []
     for pid, argv in system.processes():
-        if (
-            argv
-            and Path(argv[0]).name == "systemd-nspawn"
-            and any(a.startswith(f"--network-namespace-path=/run/netns/{PREFIX}") for a in argv)
-        ):
+        nspawn = Path(argv[0]).name == "systemd-nspawn" and any(
+            a.startswith(f"--network-namespace-path=/run/netns/{PREFIX}") for a in argv
+        )
+        forwarder = any(a.startswith(("UNIX-LISTEN:", "UNIX-CONNECT:")) and f"{root}/" in a for a in argv)
+        if nspawn or forwarder:
             procs.append(f"{pid} {' '.join(argv)}")
     return {"netns": netns, "mounts": mounts, "processes": procs}
 
