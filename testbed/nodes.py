@@ -395,7 +395,7 @@ class Bed:
             self._teardown(node)
 
     def down_all(self) -> list[str]:
-        """Remove every node, the controller namespace and the bed's state dir."""
+        """Remove every node, the controller namespace and the bed's state dir; verify nothing is left."""
         with self.locked():
             nodes = self.known_nodes()
             for node in nodes:
@@ -411,6 +411,9 @@ class Bed:
         with contextlib.suppress(OSError):
             (self.dir / "lock").unlink()
             self.dir.rmdir()
+        left = {kind: items for kind, items in self.leftovers().items() if items}
+        if left:
+            raise TestbedError(f"bed {self.name}: still on this host after down-all: {json.dumps(left)}")
         return nodes
 
     def nspawn_pids(self, node: str | None = None) -> list[int]:
