@@ -336,10 +336,18 @@ class Bed:
         authorized.write_text(key.with_suffix(".pub").read_text())
         authorized.chmod(0o600)
         (root / "etc" / "hostname").write_text(f"{state.name}\n")
-        (root / "etc" / "hosts").write_text(
-            f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-            f"{state.address}\t{state.name}\n{CONTROLLER_ADDRESS}\tmco-testbed-controller\n"
-        )
+        self._write_hosts()
+
+    def _write_hosts(self) -> None:
+        """Give every mounted node of the bed an /etc/hosts naming all of them (nodes have no DNS)."""
+        states = [s for s in (self.load(n) for n in self.known_nodes()) if s is not None]
+        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+        lines += [f"{CONTROLLER_ADDRESS}\tmco-testbed-controller"]
+        lines += [f"{s.address}\t{s.name}" for s in sorted(states, key=lambda s: ipaddress.IPv4Address(s.address))]
+        mounted = set(system.mount_points())
+        for state in states:
+            if Path(state.root) in mounted:
+                (Path(state.root) / "etc" / "hosts").write_text("\n".join(lines) + "\n")
 
     def _boot(self, state: NodeState, options: NodeOptions) -> int:
         console = self.node_dir(state.name) / "console.log"

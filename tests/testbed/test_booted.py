@@ -64,14 +64,16 @@ def test_node_boots_answers_over_ssh_and_leaves_nothing_behind(node_image: Path,
     up = run_cli(bed, "up", "node-a", "node-b")
     assert "node-a: up at 10.213.0.10" in up.stdout
     assert "node-b: up at 10.213.0.11" in up.stdout
+    hosts_on_a = run_cli(bed, "ssh", "node-a", "--", "getent", "hosts", "node-b").stdout
+    assert hosts_on_a.split() == ["10.213.0.11", "node-b"]
     assert run_cli(bed, "up", "node-a").stdout.startswith("node-a: already up")
 
     state = run_cli(bed, "ssh", "node-a", "--", "systemctl", "is-system-running").stdout.strip()
     assert state in ("running", "degraded")
     assert run_cli(bed, "ssh", "node-a", "--", "hostname").stdout.strip() == "node-a"
     assert run_cli(bed, "ssh", "node-a", "--", "systemctl", "is-active", "containerd").stdout.strip() == "active"
-    # node-b reaches node-a over the bridge
-    reach = run_cli(bed, "ssh", "node-b", "--", "ping", "-c1", "-W2", "10.213.0.10", check=False)
+    # node-b reaches node-a over the bridge, by name (every node's /etc/hosts lists the bed's nodes)
+    reach = run_cli(bed, "ssh", "node-b", "--", "ping", "-c1", "-W2", "node-a", check=False)
     assert reach.returncode == 0, reach.stdout + reach.stderr
     # nodes never write into the shared image
     run_cli(bed, "ssh", "node-a", "--", "touch", "/etc/mco-written-in-node")
