@@ -166,3 +166,13 @@ def test_mounts_under_a_dir_are_listed_deepest_first_with_escapes(tmp_path: Path
         Path("/run/mco-testbed/b/nodes/n1/root"),
         Path("/run/mco-testbed/b/with space"),
     ]
+
+
+def test_preflight_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(system.os, "geteuid", lambda: 1000)
+    with pytest.raises(TestbedError, match="need root"):
+        system.preflight()
+    monkeypatch.setattr(system.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(system.shutil, "which", lambda tool: None if tool == "socat" else f"/usr/bin/{tool}")
+    with pytest.raises(TestbedError, match=r"missing tools: socat; run `make setup` as root"):
+        system.preflight()
