@@ -119,18 +119,16 @@ def test_capabilities_and_kvm_reach_the_node(node_image: Path, bed: nodes.Bed) -
         assert run_cli(bed, "ssh", "node-a", "--", "test", "-c", "/dev/kvm", check=False).returncode == 0
 
 
-def test_killing_up_midway_then_down_all_leaves_nothing_and_the_next_run_works(
-    node_image: Path, bed: nodes.Bed
-) -> None:
+def kill_up_midway(bed: nodes.Bed, node: str) -> None:
+    """Start `up NODE` and kill -9 it once systemd-nspawn runs (netns, overlay, container exist; not ready yet)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "testbed", "--bed", bed.name, "up", "node-a"],
+        [sys.executable, "-m", "testbed", "--bed", bed.name, "up", node],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    # Kill it once systemd-nspawn has started: the netns, overlay and container exist, readiness not reached.
     deadline = time.monotonic() + 60
-    while not bed.nspawn_pids("node-a") and time.monotonic() < deadline and process.poll() is None:
+    while not bed.nspawn_pids(node) and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.01)
     process.kill()
     process.wait()
@@ -139,6 +137,18 @@ def test_killing_up_midway_then_down_all_leaves_nothing_and_the_next_run_works(
     assert left["netns"]
     assert left["mounts"]
 
+
+def test_killing_up_midway_then_down_all_leaves_nothing_and_the_next_run_works(
+    node_image: Path, bed: nodes.Bed
+) -> None:
+    kill_up_midway(bed, "node-a")
+    run_cli(bed, "down-all")
+    assert_clean(bed)
+
+    # Running `up` again straight after a killed run works too.
+    kill_up_midway(bed, "node-a")
+    run_cli(bed, "up", "node-a")
+    assert run_cli(bed, "ssh", "node-a", "--", "hostname").stdout.strip() == "node-a"
     run_cli(bed, "down-all")
     assert_clean(bed)
 
