@@ -22,8 +22,16 @@ _FIELD_ERROR_TYPES = {
 _VALUELESS = {"Required", "TooLong", "Forbidden"}
 
 
+class GoLiteral(str):
+    """A bad value Go prints unquoted (e.g. ``0x0`` for an unset uint64)."""
+
+    __slots__ = ()
+
+
 def go_value(value: Any) -> str:
     """Render a decoded JSON value the way Go's field.Error prints it (%q strings, %v numbers)."""
+    if isinstance(value, GoLiteral):
+        return str(value)
     if value is None:
         return '"null"'
     if isinstance(value, bool):

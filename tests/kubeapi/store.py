@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.kubeapi import errors as E
 from tests.kubeapi import schema as S
-from tests.kubeapi.errors import FieldError
+from tests.kubeapi.errors import FieldError, GoLiteral
 from tests.kubeapi.resources import BUILTINS, CRD_GROUP, ResourceType, crd_defaults, crd_errors, crd_resource_types
 from tests.kubeapi.resources import crd_status as make_crd_status
 
@@ -195,7 +195,9 @@ class Store:
                 raise E.not_found(rt.group, rt.plural, name)
             return self._present(rt, obj)
 
-    def list_objects(self, rt: ResourceType, namespace: str | None, match: Callable[[Obj], bool]) -> tuple[list[Obj], int]:
+    def list_objects(
+        self, rt: ResourceType, namespace: str | None, match: Callable[[Obj], bool]
+    ) -> tuple[list[Obj], int]:
         with self.cond:
             bucket = self._bucket(rt)
             items = [
@@ -374,7 +376,9 @@ class Store:
             if wanted and wanted != current["metadata"]["resourceVersion"]:
                 raise E.conflict(rt.group, rt.plural, name, E.STALE)
             if not wanted and require_rv and not rt.unconditional_update:
-                error = FieldError("Invalid", "metadata.resourceVersion", "0x0", "must be specified for an update")
+                error = FieldError(
+                    "Invalid", "metadata.resourceVersion", GoLiteral("0x0"), "must be specified for an update"
+                )
                 raise E.invalid(rt.group, rt.kind, name, [error])
             new, unknown = self._admit(rt, new, current, subresource)
             _refuse_unknown(unknown, strict)
