@@ -28,7 +28,7 @@ class GoLiteral(str):
     __slots__ = ()
 
 
-def go_value(value: Any) -> str:
+def go_value(value: Any) -> str:  # noqa: PLR0911 - one return per Go print verb
     """Render a decoded JSON value the way Go's field.Error prints it (%q strings, %v numbers)."""
     if isinstance(value, GoLiteral):
         return str(value)

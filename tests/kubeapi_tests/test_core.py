@@ -17,7 +17,9 @@ def test_version_is_at_least_1_24(api_client: client.ApiClient) -> None:
 
 def test_discovery_lists_builtins_with_scope_kind_and_subresources(dyn: dynamic.DynamicClient) -> None:
     deploy = dyn.resources.get(api_version="apps/v1", kind="Deployment")
-    assert deploy.namespaced and deploy.name == "deployments" and "deploy" in deploy.short_names
+    assert deploy.namespaced
+    assert deploy.name == "deployments"
+    assert "deploy" in deploy.short_names
     assert "status" in deploy.subresources
     runtime_class = dyn.resources.get(api_version="node.k8s.io/v1", kind="RuntimeClass")
     assert not runtime_class.namespaced
@@ -44,7 +46,9 @@ def test_crd_is_established_and_discoverable_until_deleted(dyn: dynamic.DynamicC
     assert conditions == {"NamesAccepted": "True", "Established": "True"}
     assert created.status.acceptedNames.listKind == "NodeInterferenceReportList"
     nir = dyn.resources.get(api_version="mco.many-core.io/v1alpha1", kind="NodeInterferenceReport")
-    assert not nir.namespaced and nir.short_names == ["nir"] and "status" in nir.subresources
+    assert not nir.namespaced
+    assert nir.short_names == ["nir"]
+    assert "status" in nir.subresources
     crds.delete(name="nodeinterferencereports.mco.many-core.io")
     dyn.resources.invalidate_cache()
     with pytest.raises(ResourceNotFoundError):
@@ -53,7 +57,8 @@ def test_crd_is_established_and_discoverable_until_deleted(dyn: dynamic.DynamicC
 
 def test_configmap_crud_with_resource_versions(core: client.CoreV1Api) -> None:
     created = core.create_namespaced_config_map("default", {"metadata": {"name": "cfg"}, "data": {"a": "1"}})
-    assert created.metadata.uid and created.metadata.creation_timestamp
+    assert created.metadata.uid
+    assert created.metadata.creation_timestamp
     created.data["a"] = "2"
     updated = core.replace_namespaced_config_map("cfg", "default", created)
     assert int(updated.metadata.resource_version) > int(created.metadata.resource_version)
@@ -64,20 +69,24 @@ def test_configmap_crud_with_resource_versions(core: client.CoreV1Api) -> None:
         core.replace_namespaced_config_map("cfg", "default", created)
     assert stale.value.status == 409
     status = body(stale.value)
-    assert status["reason"] == "Conflict" and status["details"] == {"name": "cfg", "kind": "configmaps"}
+    assert status["reason"] == "Conflict"
+    assert status["details"] == {"name": "cfg", "kind": "configmaps"}
     # DELETE answers a Status with the deleted object's uid.
     deleted = core.delete_namespaced_config_map("cfg", "default")
-    assert deleted["status"] == "Success" and deleted["details"]["uid"] == created.metadata.uid
+    assert deleted["status"] == "Success"
+    assert deleted["details"]["uid"] == created.metadata.uid
     with pytest.raises(client.ApiException) as gone:
         core.read_namespaced_config_map("cfg", "default")
-    assert gone.value.status == 404 and body(gone.value)["message"] == 'configmaps "cfg" not found'
+    assert gone.value.status == 404
+    assert body(gone.value)["message"] == 'configmaps "cfg" not found'
 
 
 def test_errors_are_status_objects_with_reasons(core: client.CoreV1Api) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": "dup"}})
     with pytest.raises(client.ApiException) as dup:
         core.create_namespaced_config_map("default", {"metadata": {"name": "dup"}})
-    assert dup.value.status == 409 and body(dup.value)["reason"] == "AlreadyExists"
+    assert dup.value.status == 409
+    assert body(dup.value)["reason"] == "AlreadyExists"
     with pytest.raises(client.ApiException) as missing_ns:
         core.create_namespaced_config_map("nowhere", {"metadata": {"name": "x"}})
     assert missing_ns.value.status == 404
@@ -85,7 +94,8 @@ def test_errors_are_status_objects_with_reasons(core: client.CoreV1Api) -> None:
     with pytest.raises(client.ApiException) as bad_name:
         core.create_namespaced_config_map("default", {"metadata": {"name": "Bad_Name"}})
     invalid = body(bad_name.value)
-    assert bad_name.value.status == 422 and invalid["reason"] == "Invalid"
+    assert bad_name.value.status == 422
+    assert invalid["reason"] == "Invalid"
     assert invalid["details"]["causes"][0]["field"] == "metadata.name"
     assert invalid["message"].startswith('ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name"')
     with pytest.raises(client.ApiException) as no_name:
@@ -93,14 +103,17 @@ def test_errors_are_status_objects_with_reasons(core: client.CoreV1Api) -> None:
     assert "metadata.name: Required value: name or generateName is required" in body(no_name.value)["message"]
     with pytest.raises(client.ApiException) as wrong_ns:
         core.create_namespaced_config_map("default", {"metadata": {"name": "x", "namespace": "kube-system"}})
-    assert wrong_ns.value.status == 400 and body(wrong_ns.value)["reason"] == "BadRequest"
+    assert wrong_ns.value.status == 400
+    assert body(wrong_ns.value)["reason"] == "BadRequest"
 
 
 def test_method_not_allowed_and_unknown_paths(kube_api: EmulatedAPI) -> None:
     code, status = raw(kube_api, "PUT", "/api/v1/namespaces/default/configmaps", {})
-    assert code == 405 and status["reason"] == "MethodNotAllowed"
+    assert code == 405
+    assert status["reason"] == "MethodNotAllowed"
     code, status = raw(kube_api, "GET", "/apis/example.com/v1/widgets")
-    assert code == 404 and status["reason"] == "NotFound"
+    assert code == 404
+    assert status["reason"] == "NotFound"
     # A cluster-scoped resource has no namespaced path, a namespaced one no cluster-wide item path.
     assert raw(kube_api, "GET", "/api/v1/namespaces/default/nodes")[0] == 404
     assert raw(kube_api, "GET", "/api/v1/configmaps/x")[0] == 404
@@ -111,7 +124,8 @@ def test_method_not_allowed_and_unknown_paths(kube_api: EmulatedAPI) -> None:
 def test_generate_name_list_all_namespaces_and_selectors(core: client.CoreV1Api) -> None:
     core.create_namespace({"metadata": {"name": "team"}})
     a = core.create_namespaced_config_map("team", {"metadata": {"generateName": "cm-", "labels": {"tier": "a"}}})
-    assert a.metadata.name.startswith("cm-") and len(a.metadata.name) == 8
+    assert a.metadata.name.startswith("cm-")
+    assert len(a.metadata.name) == 8
     core.create_namespaced_config_map("default", {"metadata": {"name": "b", "labels": {"tier": "b", "x": "1"}}})
     core.create_namespaced_config_map("default", {"metadata": {"name": "c"}})
     everything = core.list_config_map_for_all_namespaces()
@@ -137,9 +151,11 @@ def test_list_pagination(core: client.CoreV1Api) -> None:
     for i in range(5):
         core.create_namespaced_config_map("default", {"metadata": {"name": f"p{i}"}})
     first = core.list_namespaced_config_map("default", limit=2)
-    assert [i.metadata.name for i in first.items] == ["p0", "p1"] and first.metadata.remaining_item_count == 3
+    assert [i.metadata.name for i in first.items] == ["p0", "p1"]
+    assert first.metadata.remaining_item_count == 3
     rest = core.list_namespaced_config_map("default", limit=10, _continue=first.metadata._continue)
-    assert [i.metadata.name for i in rest.items] == ["p2", "p3", "p4"] and rest.metadata._continue is None
+    assert [i.metadata.name for i in rest.items] == ["p2", "p3", "p4"]
+    assert rest.metadata._continue is None
 
 
 def test_deleting_a_namespace_deletes_its_contents(core: client.CoreV1Api) -> None:
@@ -174,10 +190,12 @@ def test_node_status_subresource_and_labels(core: client.CoreV1Api) -> None:
         "worker-1", {"metadata": {"labels": {"mco.many-core.io/role": "node"}}, "status": {"capacity": {"cpu": "8"}}}
     )
     after = core.read_node("worker-1")
-    assert after.metadata.labels == {"mco.many-core.io/role": "node"} and after.status.capacity == {"cpu": "4"}
+    assert after.metadata.labels == {"mco.many-core.io/role": "node"}
+    assert after.status.capacity == {"cpu": "4"}
     core.patch_node_status("worker-1", {"status": {"capacity": {"cpu": "8"}}, "metadata": {"labels": {"x": "y"}}})
     after = core.read_node("worker-1")
-    assert after.status.capacity == {"cpu": "8"} and after.metadata.labels == {"mco.many-core.io/role": "node"}
+    assert after.status.capacity == {"cpu": "8"}
+    assert after.metadata.labels == {"mco.many-core.io/role": "node"}
     with pytest.raises(client.ApiException) as bad_label:
         core.patch_node("worker-1", {"metadata": {"labels": {"mco.many-core.io/role": "not a value!"}}})
     assert bad_label.value.status == 422
@@ -206,7 +224,8 @@ def test_workload_generation_bumps_on_spec_changes_only(api_client: client.ApiCl
     scaled = apps.patch_namespaced_deployment("web", "default", {"spec": {"replicas": 3}})
     assert scaled.metadata.generation == 2
     status = apps.patch_namespaced_deployment_status("web", "default", {"status": {"readyReplicas": 3}})
-    assert status.metadata.generation == 2 and status.status.ready_replicas == 3
+    assert status.metadata.generation == 2
+    assert status.status.ready_replicas == 3
 
 
 def test_all_required_kinds_round_trip(dyn: dynamic.DynamicClient, kube_api: EmulatedAPI) -> None:
@@ -214,30 +233,88 @@ def test_all_required_kinds_round_trip(dyn: dynamic.DynamicClient, kube_api: Emu
         ("v1", "Secret", {"metadata": {"name": "s", "namespace": "default"}, "stringData": {"k": "v"}}),
         ("v1", "Service", {"metadata": {"name": "svc", "namespace": "default"}, "spec": {"ports": [{"port": 80}]}}),
         ("v1", "Endpoints", {"metadata": {"name": "svc", "namespace": "default"}}),
-        ("discovery.k8s.io/v1", "EndpointSlice", {"metadata": {"name": "svc-1", "namespace": "default"}, "addressType": "IPv4", "endpoints": []}),
+        (
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            {"metadata": {"name": "svc-1", "namespace": "default"}, "addressType": "IPv4", "endpoints": []},
+        ),
         ("v1", "ServiceAccount", {"metadata": {"name": "sa", "namespace": "default"}}),
         ("apps/v1", "DaemonSet", {"metadata": {"name": "ds", "namespace": "default"}, "spec": {}}),
         ("apps/v1", "StatefulSet", {"metadata": {"name": "sts", "namespace": "default"}, "spec": {}}),
         ("batch/v1", "Job", {"metadata": {"name": "job", "namespace": "default"}, "spec": {}}),
-        ("batch/v1", "CronJob", {"metadata": {"name": "cj", "namespace": "default"}, "spec": {"schedule": "* * * * *"}}),
+        (
+            "batch/v1",
+            "CronJob",
+            {"metadata": {"name": "cj", "namespace": "default"}, "spec": {"schedule": "* * * * *"}},
+        ),
         ("node.k8s.io/v1", "RuntimeClass", {"metadata": {"name": "kata-qemu"}, "handler": "kata-qemu"}),
-        ("coordination.k8s.io/v1", "Lease", {"metadata": {"name": "mco-analyzer", "namespace": "kube-system"}, "spec": {"holderIdentity": "a"}}),
-        ("v1", "Event", {"metadata": {"name": "e1", "namespace": "default"}, "reason": "Test", "involvedObject": {"kind": "Node", "name": "n"}}),
-        ("events.k8s.io/v1", "Event", {"metadata": {"name": "e2", "namespace": "default"}, "reason": "Test", "action": "A", "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "x", "reportingInstance": "y"}),
+        (
+            "coordination.k8s.io/v1",
+            "Lease",
+            {"metadata": {"name": "mco-analyzer", "namespace": "kube-system"}, "spec": {"holderIdentity": "a"}},
+        ),
+        (
+            "v1",
+            "Event",
+            {
+                "metadata": {"name": "e1", "namespace": "default"},
+                "reason": "Test",
+                "involvedObject": {"kind": "Node", "name": "n"},
+            },
+        ),
+        (
+            "events.k8s.io/v1",
+            "Event",
+            {
+                "metadata": {"name": "e2", "namespace": "default"},
+                "reason": "Test",
+                "action": "A",
+                "eventTime": "2026-01-01T00:00:00.000000Z",
+                "reportingController": "x",
+                "reportingInstance": "y",
+            },
+        ),
         ("rbac.authorization.k8s.io/v1", "Role", {"metadata": {"name": "r", "namespace": "default"}, "rules": []}),
-        ("rbac.authorization.k8s.io/v1", "RoleBinding", {"metadata": {"name": "rb", "namespace": "default"}, "roleRef": {"kind": "Role", "name": "r", "apiGroup": "rbac.authorization.k8s.io"}}),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            {
+                "metadata": {"name": "rb", "namespace": "default"},
+                "roleRef": {"kind": "Role", "name": "r", "apiGroup": "rbac.authorization.k8s.io"},
+            },
+        ),
         ("rbac.authorization.k8s.io/v1", "ClusterRole", {"metadata": {"name": "system:mco:reader"}, "rules": []}),
-        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", {"metadata": {"name": "crb"}, "roleRef": {"kind": "ClusterRole", "name": "system:mco:reader", "apiGroup": "rbac.authorization.k8s.io"}}),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            {
+                "metadata": {"name": "crb"},
+                "roleRef": {
+                    "kind": "ClusterRole",
+                    "name": "system:mco:reader",
+                    "apiGroup": "rbac.authorization.k8s.io",
+                },
+            },
+        ),
         ("scheduling.k8s.io/v1", "PriorityClass", {"metadata": {"name": "high"}, "value": 1000}),
-        ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", {"metadata": {"name": "v"}, "webhooks": []}),
-        ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", {"metadata": {"name": "m"}, "webhooks": []}),
-    ]  # fmt: skip
+        (
+            "admissionregistration.k8s.io/v1",
+            "ValidatingWebhookConfiguration",
+            {"metadata": {"name": "v"}, "webhooks": []},
+        ),
+        (
+            "admissionregistration.k8s.io/v1",
+            "MutatingWebhookConfiguration",
+            {"metadata": {"name": "m"}, "webhooks": []},
+        ),
+    ]
     for api_version, kind, obj in objects:
         resource = dyn.resources.get(api_version=api_version, kind=kind)
         namespace = obj["metadata"].get("namespace")
         resource.create(body=obj, namespace=namespace)
         back = resource.get(name=obj["metadata"]["name"], namespace=namespace)
-        assert back.kind == kind and back.apiVersion == api_version
+        assert back.kind == kind
+        assert back.apiVersion == api_version
         assert back.metadata.name == obj["metadata"]["name"]
     events_v1 = dyn.resources.get(api_version="v1", kind="Event")
     assert [

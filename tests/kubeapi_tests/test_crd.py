@@ -47,7 +47,8 @@ def test_main_resource_writes_ignore_status(nir: Resource) -> None:
         body={"spec": {"description": "x"}, "status": {"lastUpdateTime": "2000-01-01T00:00:00Z"}},
         content_type="application/merge-patch+json",
     )
-    assert patched.spec.description == "x" and patched.metadata.generation == 2
+    assert patched.spec.description == "x"
+    assert patched.metadata.generation == 2
     assert patched.status.lastUpdateTime == written.status.lastUpdateTime
     # ... and /status writes ignore everything but status.
     after = nir.status.patch(
@@ -55,7 +56,9 @@ def test_main_resource_writes_ignore_status(nir: Resource) -> None:
         body={"spec": {"description": "y"}, "status": {"analyzer": {"identity": "b", "rulesVersion": "2"}}},
         content_type="application/merge-patch+json",
     )
-    assert after.spec.description == "x" and after.status.analyzer.identity == "b" and after.metadata.generation == 2
+    assert after.spec.description == "x"
+    assert after.status.analyzer.identity == "b"
+    assert after.metadata.generation == 2
 
 
 def test_invalid_report_is_422_listing_each_cause(nir: Resource) -> None:
@@ -70,7 +73,8 @@ def test_invalid_report_is_422_listing_each_cause(nir: Resource) -> None:
     assert rejected.value.status == 422
     answer = body(rejected.value)
     assert answer["reason"] == "Invalid"
-    assert answer["details"]["name"] == "cluster" and answer["details"]["kind"] == "NodeInterferenceReport"
+    assert answer["details"]["name"] == "cluster"
+    assert answer["details"]["kind"] == "NodeInterferenceReport"
     causes = {c["field"]: (c["reason"], c["message"]) for c in answer["details"]["causes"]}
     assert causes["status.nodes[0].level"] == (
         "FieldValueNotSupported",
@@ -112,7 +116,8 @@ def test_unknown_fields_are_pruned_with_a_warning_or_refused_when_strict(kube_ap
     created = nir.create(body=doc)
     assert created.spec.to_dict() == {"description": "d"}
     code, answer = raw(kube_api, "POST", REPORTS + "?fieldValidation=Strict", {**doc, "metadata": {"name": "strict"}})
-    assert code == 400 and answer["message"] == 'strict decoding error: unknown field "spec.colour"'
+    assert code == 400
+    assert answer["message"] == 'strict decoding error: unknown field "spec.colour"'
 
 
 def test_stale_update_of_a_report_is_409_and_unconditional_put_is_422(nir: Resource) -> None:
@@ -146,7 +151,8 @@ def test_strategic_merge_on_a_custom_resource_is_415(kube_api: EmulatedAPI, nir:
         {"spec": {"description": "x"}},
         {"Content-Type": "application/strategic-merge-patch+json"},
     )
-    assert code == 415 and answer["reason"] == "UnsupportedMediaType"
+    assert code == 415
+    assert answer["reason"] == "UnsupportedMediaType"
 
 
 def test_deleting_the_crd_deletes_its_objects(dyn: dynamic.DynamicClient, nir: Resource, kube_api: EmulatedAPI) -> None:
@@ -156,7 +162,9 @@ def test_deleting_the_crd_deletes_its_objects(dyn: dynamic.DynamicClient, nir: R
     assert raw(kube_api, "GET", REPORTS)[0] == 404
     crds.create(body=mco_crd())
     code, listed = raw(kube_api, "GET", REPORTS)
-    assert code == 200 and listed["items"] == [] and listed["kind"] == "NodeInterferenceReportList"
+    assert code == 200
+    assert listed["items"] == []
+    assert listed["kind"] == "NodeInterferenceReportList"
 
 
 def test_invalid_crd_is_refused(dyn: dynamic.DynamicClient) -> None:

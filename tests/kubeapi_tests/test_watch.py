@@ -82,7 +82,8 @@ def test_small_history_window_forces_410_as_the_raw_error_event() -> None:
         for i in range(5):
             payload = json.dumps({"metadata": {"name": f"c{i}"}})
             conn.request("POST", "/api/v1/namespaces/default/configmaps", payload, {"Content-Type": "application/json"})
-            assert conn.getresponse().read() and True
+            assert conn.getresponse().read()
+            assert True
         conn.request("GET", "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=1&timeoutSeconds=1")
         response = conn.getresponse()
         lines = [json.loads(line) for line in response.read().splitlines() if line]
@@ -113,7 +114,8 @@ def test_watch_without_version_starts_with_current_objects_and_sends_bookmarks(
         _preload_content=False,
     ):
         kinds.append(event["type"])
-    assert kinds[0] == "ADDED" and "BOOKMARK" in kinds
+    assert kinds[0] == "ADDED"
+    assert "BOOKMARK" in kinds
 
 
 def test_label_selector_watch_reports_objects_leaving_and_entering(core: client.CoreV1Api) -> None:
