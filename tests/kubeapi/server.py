@@ -321,8 +321,12 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
+        self._record(code)  # before the body: a client that has the answer finds it in the log
         self.wfile.write(data)
+
+    def _record(self, code: int) -> None:
         self._code = code
+        self.api.requests.append(RequestRecord(self.command, self._path, self._query, code))
 
     def _decode(self, body: bytes, content_type: str) -> Any:
         if not body:
@@ -338,6 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._code = 0
         split = urlsplit(self.path)
         path, query = split.path, parse_qs(split.query)
+        self._path, self._query = path, split.query
         body = self._read_body()
         try:
             if self.api.token and self.headers.get("Authorization") != f"Bearer {self.api.token}":
@@ -351,7 +356,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(e.code, e.status(), headers)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-        self.api.requests.append(RequestRecord(method, path, split.query, self._code))
+        if self._code == 0:
+            self._record(0)  # the client went away before an answer
 
     # ------------------------------------------------------------------ routing
 
@@ -505,7 +511,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
-        self._code = 200
+        self._record(200)
 
         def emit(kind: str, obj: Obj) -> None:
             line = json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import random
 import re
 import threading
@@ -15,7 +16,7 @@ from typing import Any
 
 from tests.kubeapi import errors as E
 from tests.kubeapi import schema as S
-from tests.kubeapi.errors import FieldError, GoLiteral
+from tests.kubeapi.errors import ApiError, FieldError, GoLiteral
 from tests.kubeapi.resources import BUILTINS, CRD_GROUP, ResourceType, crd_defaults, crd_errors, crd_resource_types
 from tests.kubeapi.resources import crd_status as make_crd_status
 
@@ -105,6 +106,49 @@ def label_errors(labels: Any) -> list[FieldError]:
         elif len(value) > 63 or not _LABEL_VALUE.match(value):
             detail = "must be no more than 63 characters" if len(value) > 63 else _LABEL_VALUE_MSG
             out.append(FieldError("Invalid", "metadata.labels", value, detail))
+    return out
+
+
+_WORKLOADS = {("apps", "deployments"), ("apps", "daemonsets"), ("apps", "statefulsets"), ("apps", "replicasets")}
+_BINDINGS = {("rbac.authorization.k8s.io", "rolebindings"), ("rbac.authorization.k8s.io", "clusterrolebindings")}
+PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public")
+
+
+def immutable_errors(rt: ResourceType, new: Obj, old: Obj) -> list[FieldError]:
+    """Updates the real server refuses because a field may not change."""
+    key = (rt.group, rt.plural)
+
+    def changed(*path: str) -> tuple[bool, Any]:
+        a: Any = new
+        b: Any = old
+        for part in path:
+            a = a.get(part) if isinstance(a, dict) else None
+            b = b.get(part) if isinstance(b, dict) else None
+        return a != b, a
+
+    out = []
+    if key in _WORKLOADS or key == ("batch", "jobs"):
+        moved, value = changed("spec", "selector")
+        if moved and not (key == ("batch", "jobs") and value is None):
+            out.append(FieldError("Invalid", "spec.selector", value, "field is immutable"))
+    if key == ("batch", "jobs"):
+        moved, value = changed("spec", "template")
+        if moved:
+            out.append(FieldError("Invalid", "spec.template", value, "field is immutable"))
+    if key in _BINDINGS:
+        moved, value = changed("roleRef")
+        if moved:
+            out.append(FieldError("Invalid", "roleRef", value, "cannot change roleRef"))
+    if key in (("", "configmaps"), ("", "secrets")) and old.get("immutable"):
+        for name in ("data", "binaryData", "immutable"):
+            if changed(name)[0]:
+                detail = "field is immutable when `immutable` is set"
+                out.append(FieldError("Forbidden", name, detail=detail))
+    if key == (CRD_GROUP, "customresourcedefinitions"):
+        for field in ("group", "scope"):
+            moved, value = changed("spec", field)
+            if moved:
+                out.append(FieldError("Invalid", f"spec.{field}", value, "field is immutable"))
     return out
 
 
@@ -268,7 +312,7 @@ class Store:
             unknown = S.prune(new, rt.schema, root=True)
             S.default(new, rt.schema)
             errors += S.validate(new, rt.schema, root=True)
-        errors += name_errors(meta["name"], rt.name_rule) if old is None else []
+        errors += name_errors(meta["name"], rt.name_rule) if old is None else immutable_errors(rt, new, old)
         errors += label_errors(meta.get("labels"))
         if rt.group == CRD_GROUP and rt.plural == "customresourcedefinitions":
             errors += crd_errors(new)
@@ -291,6 +335,11 @@ class Store:
         if not isinstance(body, dict):
             raise E.bad_request(f"the body of the request must be a {rt.kind} object")
         obj = copy.deepcopy(body)
+        if rt.custom:  # unstructured decoding: no defaults from the URL, as with the real server
+            for field in ("kind", "apiVersion"):
+                if not obj.get(field):
+                    shown = json.dumps(body, separators=(",", ":"))[:200]
+                    raise E.bad_request(f"Object '{'Kind' if field == 'kind' else field}' is missing in '{shown}'")
         kind = obj.get("kind")
         if kind and kind != rt.kind:
             raise E.bad_request(
@@ -337,7 +386,8 @@ class Store:
                 meta["name"] = candidate
             if (namespace if rt.namespaced else "", meta["name"]) in self._bucket(rt):
                 raise E.already_exists(rt.group, rt.plural, meta["name"])
-            meta.pop("resourceVersion", None)
+            if meta.get("resourceVersion"):
+                raise E.bad_request("resourceVersion should not be set on objects to be created")
             obj, unknown = self._admit(rt, obj, None, "")
             _refuse_unknown(unknown, strict)
             if dry_run:
@@ -414,6 +464,9 @@ class Store:
                     f"ResourceVersion in object meta: {meta['resourceVersion']}"
                 )
                 raise E.conflict(rt.group, rt.plural, name, why)
+            if rt.group == "" and rt.plural == "namespaces" and name in PROTECTED_NAMESPACES:
+                message = f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+                raise ApiError(403, "Forbidden", message, {"name": name, "kind": "namespaces"})
             if dry_run:
                 return self._present(rt, current), True
             is_system = (rt.group == "" and rt.plural == "namespaces") or rt.plural == "customresourcedefinitions"

@@ -135,7 +135,8 @@ def test_playbook_applies_volcano_kata_and_mco_crd_idempotently(
         } <= established
         # CRD-defined kinds are served: a Queue can be created and read back.
         queues = dyn.resources.get(api_version="scheduling.volcano.sh/v1beta1", kind="Queue")
-        queues.create(body={"metadata": {"name": "q1"}, "spec": {"weight": 1}})
+        queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q1"}}
+        queues.create(body={**queue, "spec": {"weight": 1}})
         assert queues.get(name="q1").spec.weight == 1
         webhooks = dyn.resources.get(
             api_version="admissionregistration.k8s.io/v1", kind="ValidatingWebhookConfiguration"

@@ -321,3 +321,29 @@ def test_all_required_kinds_round_trip(dyn: dynamic.DynamicClient, kube_api: Emu
         e.metadata.name for e in events_v1.get(namespace="default", field_selector="involvedObject.kind=Node").items
     ] == ["e1"]
     assert any(r.path.endswith("/runtimeclasses") and r.method == "POST" for r in kube_api.requests)
+
+
+def test_immutable_fields_and_protected_namespaces(api_client: client.ApiClient, core: client.CoreV1Api) -> None:
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    binding = {
+        "metadata": {"name": "b"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "default"}],
+    }
+    rbac.create_cluster_role_binding(binding)
+    with pytest.raises(client.ApiException) as role_ref:
+        rbac.patch_cluster_role_binding("b", {"roleRef": {"name": "edit"}})
+    assert role_ref.value.status == 422
+    assert body(role_ref.value)["details"]["causes"][0]["message"].endswith("cannot change roleRef")
+    core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "frozen"}, "data": {"a": "1"}, "immutable": True}
+    )
+    with pytest.raises(client.ApiException) as frozen:
+        core.patch_namespaced_config_map("frozen", "default", {"data": {"a": "2"}})
+    assert "data: Forbidden: field is immutable when `immutable` is set" in body(frozen.value)["message"]
+    with pytest.raises(client.ApiException) as protected:
+        core.delete_namespace("kube-system")
+    assert protected.value.status == 403
+    with pytest.raises(client.ApiException) as with_rv:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "rv", "resourceVersion": "5"}})
+    assert with_rv.value.status == 400

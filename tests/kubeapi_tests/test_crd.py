@@ -14,6 +14,7 @@ from tests.kubeapi import EmulatedAPI
 from tests.kubeapi_tests.conftest import body, mco_crd, raw, sample_report
 
 REPORTS = "/apis/mco.many-core.io/v1alpha1/nodeinterferencereports"
+TYPE = {"apiVersion": "mco.many-core.io/v1alpha1", "kind": "NodeInterferenceReport"}
 
 
 @pytest.fixture
@@ -111,8 +112,7 @@ def test_type_errors_and_limits(nir: Resource) -> None:
 
 
 def test_unknown_fields_are_pruned_with_a_warning_or_refused_when_strict(kube_api: EmulatedAPI, nir: Resource) -> None:
-    report = {"apiVersion": "mco.many-core.io/v1alpha1", "kind": "NodeInterferenceReport"}
-    doc = {**report, "metadata": {"name": "pruned"}, "spec": {"description": "d", "colour": "red"}}
+    doc = {**TYPE, "metadata": {"name": "pruned"}, "spec": {"description": "d", "colour": "red"}}
     created = nir.create(body=doc)
     assert created.spec.to_dict() == {"description": "d"}
     code, answer = raw(kube_api, "POST", REPORTS + "?fieldValidation=Strict", {**doc, "metadata": {"name": "strict"}})
@@ -143,7 +143,7 @@ def test_stale_update_of_a_report_is_409_and_unconditional_put_is_422(nir: Resou
 
 
 def test_strategic_merge_on_a_custom_resource_is_415(kube_api: EmulatedAPI, nir: Resource) -> None:
-    nir.create(body={"metadata": {"name": "smp"}})
+    nir.create(body={**TYPE, "metadata": {"name": "smp"}})
     code, answer = raw(
         kube_api,
         "PATCH",
@@ -156,7 +156,7 @@ def test_strategic_merge_on_a_custom_resource_is_415(kube_api: EmulatedAPI, nir:
 
 
 def test_deleting_the_crd_deletes_its_objects(dyn: dynamic.DynamicClient, nir: Resource, kube_api: EmulatedAPI) -> None:
-    nir.create(body={"metadata": {"name": "a"}})
+    nir.create(body={**TYPE, "metadata": {"name": "a"}})
     crds = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     crds.delete(name="nodeinterferencereports.mco.many-core.io")
     assert raw(kube_api, "GET", REPORTS)[0] == 404
@@ -175,3 +175,9 @@ def test_invalid_crd_is_refused(dyn: dynamic.DynamicClient) -> None:
         crds.create(body=crd)
     assert refused.value.status == 422
     assert body(refused.value)["details"]["causes"][0]["field"] == "metadata.name"
+
+
+def test_custom_resources_must_carry_kind_and_api_version(kube_api: EmulatedAPI, nir: Resource) -> None:
+    code, answer = raw(kube_api, "POST", REPORTS, {"metadata": {"name": "anonymous"}})
+    assert code == 400
+    assert answer["message"] == """Object 'Kind' is missing in '{"metadata":{"name":"anonymous"}}'"""
