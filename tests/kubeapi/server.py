@@ -707,7 +707,17 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
+def _version_priority(version: str) -> tuple[int, int, int, str]:
+    """Kubernetes version order: GA before beta before alpha, higher numbers first, others last by name."""
+    m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if m is None:
+        return (3, 0, 0, version)
+    stage = {None: 0, "beta": 1, "alpha": 2}[m[2]]
+    return (stage, -int(m[1]), -int(m[3] or 0), version)
+
+
 def _group(name: str, versions: list[str]) -> Obj:
+    versions = sorted(versions, key=_version_priority)
     listed = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
     return {"name": name, "versions": listed, "preferredVersion": listed[0]}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import random
@@ -101,9 +102,7 @@ def label_errors(labels: Any) -> list[FieldError]:
                 "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
             )
             out.append(FieldError("Invalid", "metadata.labels", key, detail))
-        if not isinstance(value, str):
-            out.append(FieldError("Invalid", f"metadata.labels[{key}]", value, "label values must be strings"))
-        elif len(value) > 63 or not _LABEL_VALUE.match(value):
+        if len(value) > 63 or not _LABEL_VALUE.match(value):
             detail = "must be no more than 63 characters" if len(value) > 63 else _LABEL_VALUE_MSG
             out.append(FieldError("Invalid", "metadata.labels", value, detail))
     return out
@@ -152,6 +151,46 @@ def immutable_errors(rt: ResourceType, new: Obj, old: Obj) -> list[FieldError]:
     return out
 
 
+# (JSON path, Go struct field name) of map[string]string fields: other value types fail to decode (400).
+_STRING_MAPS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
+    ("", "configmaps"): [(("data",), "ConfigMap.data"), (("binaryData",), "ConfigMap.binaryData")],
+    ("", "secrets"): [(("data",), "Secret.data"), (("stringData",), "Secret.stringData")],
+}
+_GO_TYPES = {bool: "bool", int: "number", float: "number", list: "array", dict: "object"}
+
+
+def _check_string_maps(rt: ResourceType, obj: Obj) -> None:
+    """What Go's JSON decoding refuses: non-string values in string maps, bad base64 in Secret data."""
+    fields = [
+        (("metadata", "labels"), "ObjectMeta.metadata.labels"),
+        (("metadata", "annotations"), "ObjectMeta.metadata.annotations"),
+    ]
+    for path, go_name in fields + _STRING_MAPS.get((rt.group, rt.plural), []):
+        value: Any = obj
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        bad = (
+            type(value)
+            if not isinstance(value, dict)
+            else next((type(v) for v in value.values() if v is not None and not isinstance(v, str)), None)
+        )
+        if bad is not None:
+            raise E.bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: cannot unmarshal '
+                f"{_GO_TYPES.get(bad, 'value')} into Go struct field {go_name} of type string"
+            )
+    if (rt.group, rt.plural) == ("", "secrets"):
+        for key, value in (obj.get("data") or {}).items():
+            try:
+                base64.b64decode(value or "", validate=True)
+            except ValueError as e:
+                raise E.bad_request(
+                    f'Secret in version "v1" cannot be handled as a Secret: illegal base64 data in data[{key}]'
+                ) from e
+
+
 def _refuse_unknown(unknown: list[str], strict: bool) -> None:
     """fieldValidation=Strict: unknown fields are a 400, as with the real server."""
     if strict and unknown:
@@ -195,18 +234,15 @@ class Store:
             return self.types.get((group, version, plural))
 
     def group_versions(self) -> dict[str, list[str]]:
-        """group -> served versions, the preferred (storage or first) first; core group excluded."""
+        """group -> served versions (unordered; discovery sorts them); core group excluded."""
         with self.cond:
             out: dict[str, list[str]] = {}
-            for (group, version, _), rt in self.types.items():
+            for group, version, _ in self.types:
                 if not group:
                     continue
                 versions = out.setdefault(group, [])
                 if version not in versions:
-                    if rt.storage_version == version:
-                        versions.insert(0, version)
-                    else:
-                        versions.append(version)
+                    versions.append(version)
             return out
 
     def types_in(self, group: str, version: str) -> list[ResourceType]:
@@ -321,6 +357,10 @@ class Store:
         if rt.group == CRD_GROUP and rt.plural == "customresourcedefinitions":
             crd_defaults(new)
             new["status"] = make_crd_status(new, (old or {}).get("status"), now())
+        if (rt.group, rt.plural) == ("", "secrets"):
+            for key, value in (new.pop("stringData", None) or {}).items():
+                new.setdefault("data", {})[key] = base64.b64encode((value or "").encode()).decode()
+            new.setdefault("type", "Opaque")
         if rt.plural == "namespaces" and rt.group == "":
             new.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             new.setdefault("status", {}).setdefault("phase", "Active")
@@ -365,6 +405,7 @@ class Store:
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
+        _check_string_maps(rt, obj)
         return obj
 
     def create(

@@ -347,3 +347,26 @@ def test_immutable_fields_and_protected_namespaces(api_client: client.ApiClient,
     with pytest.raises(client.ApiException) as with_rv:
         core.create_namespaced_config_map("default", {"metadata": {"name": "rv", "resourceVersion": "5"}})
     assert with_rv.value.status == 400
+
+
+def test_secret_string_data_is_encoded_and_maps_must_hold_strings(
+    core: client.CoreV1Api, kube_api: EmulatedAPI
+) -> None:
+    secret = core.create_namespaced_secret("default", {"metadata": {"name": "token"}, "stringData": {"token": "abc"}})
+    assert secret.data == {"token": "YWJj"}
+    assert secret.string_data is None
+    assert secret.type == "Opaque"
+    code, answer = raw(
+        kube_api, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "n"}, "data": {"replicas": 3}}
+    )
+    assert code == 400
+    assert answer["message"].endswith(
+        "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+    )
+    code, _ = raw(
+        kube_api,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        {"metadata": {"name": "b"}, "data": {"k": "not base64!"}},
+    )
+    assert code == 400

@@ -181,3 +181,27 @@ def test_custom_resources_must_carry_kind_and_api_version(kube_api: EmulatedAPI,
     code, answer = raw(kube_api, "POST", REPORTS, {"metadata": {"name": "anonymous"}})
     assert code == 400
     assert answer["message"] == """Object 'Kind' is missing in '{"metadata":{"name":"anonymous"}}'"""
+
+
+def test_discovery_prefers_the_highest_served_version(kube_api: EmulatedAPI, dyn: dynamic.DynamicClient) -> None:
+    crd = mco_crd()
+    crd["metadata"]["name"] = "widgets.example.com"
+    crd["spec"].update(group="example.com", names={"kind": "Widget", "plural": "widgets"})
+    schema = {"openAPIV3Schema": {"type": "object"}}
+    crd["spec"]["versions"] = [
+        {"name": "v1alpha1", "served": True, "storage": True, "schema": schema},
+        {"name": "v1", "served": True, "storage": False, "schema": schema},
+        {"name": "v1beta2", "served": True, "storage": False, "schema": schema},
+        {"name": "v2", "served": False, "storage": False, "schema": schema},
+    ]
+    dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition").create(body=crd)
+    code, group = raw(kube_api, "GET", "/apis/example.com")
+    assert code == 200
+    assert [v["version"] for v in group["versions"]] == ["v1", "v1beta2", "v1alpha1"]
+    assert group["preferredVersion"]["version"] == "v1"
+    # One stored object, served under every served version.
+    widget = {"apiVersion": "example.com/v1alpha1", "kind": "Widget", "metadata": {"name": "w"}}
+    assert raw(kube_api, "POST", "/apis/example.com/v1alpha1/widgets", widget)[0] == 201
+    code, as_v1 = raw(kube_api, "GET", "/apis/example.com/v1/widgets/w")
+    assert (code, as_v1["apiVersion"]) == (200, "example.com/v1")
+    assert raw(kube_api, "GET", "/apis/example.com/v2/widgets/w")[0] == 404
