@@ -11,10 +11,10 @@ original order, new ones are appended).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from tests.kubeapi.errors import ApiError, FieldError
+from tests.kubeapi.jsonutil import clone
 
 # field name -> merge key, for lists of objects with patchStrategy "merge" in the Kubernetes Go types.
 MERGE_KEYS = {
@@ -43,8 +43,8 @@ _CONTAINER_LISTS = {"containers", "initContainers", "ephemeralContainers"}
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, null deletes, everything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return clone(patch)
+    out = clone(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)
@@ -104,7 +104,7 @@ def _remove(doc: Any, parts: list[str]) -> Any:
 
 def json_patch(target: Any, ops: Any) -> Any:
     """Apply RFC 6902 operations; failures are 422 like the real server's."""
-    doc = copy.deepcopy(target)
+    doc = clone(target)
     if not isinstance(ops, list):
         raise ApiError(400, "BadRequest", "json patch must be a list of operations", {})
     try:
@@ -112,17 +112,17 @@ def json_patch(target: Any, ops: Any) -> Any:
             kind = op["op"]
             parts = _pointer(op["path"])
             if kind == "add":
-                doc = _add(doc, parts, copy.deepcopy(op["value"]))
+                doc = _add(doc, parts, clone(op["value"]))
             elif kind == "remove":
                 _remove(doc, parts)
             elif kind == "replace":
                 _walk(doc, parts)  # must exist
                 if parts:
                     _remove(doc, parts)
-                doc = _add(doc, parts, copy.deepcopy(op["value"]))
+                doc = _add(doc, parts, clone(op["value"]))
             elif kind in ("move", "copy"):
                 src = _pointer(op["from"])
-                value = copy.deepcopy(_walk(doc, src))
+                value = clone(_walk(doc, src))
                 if kind == "move":
                     _remove(doc, src)
                 doc = _add(doc, parts, value)
@@ -150,14 +150,14 @@ def _short(value: Any) -> str:
 def strategic_merge(target: Any, patch: Any, path: tuple[str, ...] = ()) -> Any:
     """Strategic merge of ``patch`` into ``target`` for built-in kinds (see module docstring)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     directive = patch.get("$patch")
     body = {k: v for k, v in patch.items() if k != "$patch"}
     if directive == "replace":
         return _strip(body)
     if directive == "delete":
         return None
-    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    out = clone(target) if isinstance(target, dict) else {}
     retain = body.pop("$retainKeys", None)
     for key, value in body.items():
         if key.startswith("$setElementOrder/"):
@@ -198,7 +198,7 @@ def _merge_key(path: tuple[str, ...]) -> str | None:
 def _merge_list(target: Any, patch: list[Any], path: tuple[str, ...]) -> list[Any]:
     if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
         return [_strip(i) for i in patch if not (isinstance(i, dict) and i.get("$patch") == "replace")]
-    original = copy.deepcopy(target) if isinstance(target, list) else []
+    original = clone(target) if isinstance(target, list) else []
     if path[-1] in MERGE_PRIMITIVES:
         return original + [v for v in patch if v not in original]
     key = _merge_key(path)

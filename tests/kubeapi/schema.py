@@ -10,7 +10,6 @@ other formats pass unchecked. CEL rules (x-kubernetes-validations) are not evalu
 from __future__ import annotations
 
 import base64
-import copy
 import ipaddress
 import json
 import re
@@ -18,6 +17,7 @@ from datetime import date
 from typing import Any
 
 from tests.kubeapi.errors import FieldError
+from tests.kubeapi.jsonutil import clone
 
 Schema = dict[str, Any]
 
@@ -125,7 +125,7 @@ def default(value: Any, schema: Schema) -> None:
             if key in value and value[key] is None and not sub.get("nullable"):
                 del value[key]
             if key not in value and "default" in sub:
-                value[key] = copy.deepcopy(sub["default"])
+                value[key] = clone(sub["default"])
             if key in value:
                 default(value[key], sub)
         extra = schema.get("additionalProperties")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import copy
 import json
 import re
 import select
@@ -41,6 +40,7 @@ import yaml
 
 from tests.kubeapi import errors as E
 from tests.kubeapi.errors import ApiError
+from tests.kubeapi.jsonutil import clone
 from tests.kubeapi.patch import json_patch, merge_patch, strategic_merge
 from tests.kubeapi.resources import ResourceType
 from tests.kubeapi.selectors import field_matcher, label_matcher
@@ -552,7 +552,7 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> tuple[str, Obj] | None:
         if event.key != rt.storage_key or (namespace is not None and event.namespace != namespace):
             return None
-        obj = copy.deepcopy(event.obj)
+        obj = clone(event.obj)
         obj["apiVersion"] = rt.api_version
         now_in = match(event.obj)
         was_in = event.old is not None and match(event.old)
@@ -630,7 +630,7 @@ class _Handler(BaseHTTPRequestHandler):
             except ApiError as e:
                 if e.code != 404:
                     raise
-                created = copy.deepcopy(patch)
+                created = clone(patch)
                 created.setdefault("metadata", {}).setdefault("name", name)
                 if created["metadata"]["name"] != name:
                     given = created["metadata"]["name"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import random
 import re
@@ -18,6 +17,7 @@ from typing import Any
 from tests.kubeapi import errors as E
 from tests.kubeapi import schema as S
 from tests.kubeapi.errors import ApiError, FieldError, GoLiteral
+from tests.kubeapi.jsonutil import clone
 from tests.kubeapi.resources import BUILTINS, CRD_GROUP, ResourceType, crd_defaults, crd_errors, crd_resource_types
 from tests.kubeapi.resources import crd_status as make_crd_status
 
@@ -264,7 +264,7 @@ class Store:
         return self.objects.setdefault(rt.storage_key, {})
 
     def _present(self, rt: ResourceType, obj: Obj) -> Obj:
-        out = copy.deepcopy(obj)
+        out = clone(obj)
         out["apiVersion"] = rt.api_version
         return out
 
@@ -313,7 +313,7 @@ class Store:
             self._bucket(rt).pop(key, None)
         else:
             self._bucket(rt)[key] = obj
-        self.events.append(WatchEvent(self.rv, event, rt.storage_key, key[0], copy.deepcopy(obj), old))
+        self.events.append(WatchEvent(self.rv, event, rt.storage_key, key[0], clone(obj), old))
         self.cond.notify_all()
         return self._present(rt, obj)
 
@@ -321,7 +321,7 @@ class Store:
         """Apply the real server's write rules to ``new``; return it and pruned unknown field paths."""
         if subresource == "status" and old is not None:
             status = new.get("status")
-            new = copy.deepcopy(old)
+            new = clone(old)
             if status is None:
                 new.pop("status", None)
             else:
@@ -329,7 +329,7 @@ class Store:
         elif rt.status and old is not None:
             new.pop("status", None)
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = clone(old["status"])
         elif rt.status and old is None and not rt.status_on_create:
             new.pop("status", None)
         meta = new["metadata"]
@@ -374,7 +374,7 @@ class Store:
     def _normalize(self, rt: ResourceType, namespace: str, body: Any) -> Obj:
         if not isinstance(body, dict):
             raise E.bad_request(f"the body of the request must be a {rt.kind} object")
-        obj = copy.deepcopy(body)
+        obj = clone(body)
         if rt.custom:  # unstructured decoding: no defaults from the URL, as with the real server
             for field in ("kind", "apiVersion"):
                 if not obj.get(field):
@@ -479,7 +479,7 @@ class Store:
                 return self._present(rt, new), unknown
             if current["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
                 return self._delete_now(rt, current), unknown
-            out = self._commit(rt, "MODIFIED", new, copy.deepcopy(current))
+            out = self._commit(rt, "MODIFIED", new, clone(current))
             if rt.group == CRD_GROUP and rt.plural == "customresourcedefinitions":
                 self._register_crd(new)
             return out, unknown
@@ -514,10 +514,10 @@ class Store:
             if meta.get("finalizers") and not is_system:
                 if meta.get("deletionTimestamp"):
                     return self._present(rt, current), False
-                marked = copy.deepcopy(current)
+                marked = clone(current)
                 marked["metadata"]["deletionTimestamp"] = now()
                 marked["metadata"]["deletionGracePeriodSeconds"] = 0
-                return self._commit(rt, "MODIFIED", marked, copy.deepcopy(current)), False
+                return self._commit(rt, "MODIFIED", marked, clone(current)), False
             return self._delete_now(rt, current), True
 
     def _delete_now(self, rt: ResourceType, current: Obj) -> Obj:
@@ -528,21 +528,21 @@ class Store:
                 if owner is None or not owner.namespaced:
                     continue
                 for obj_key in [k for k in bucket if k[0] == name]:
-                    self._commit(owner, "DELETED", copy.deepcopy(bucket[obj_key]), copy.deepcopy(bucket[obj_key]))
+                    self._commit(owner, "DELETED", clone(bucket[obj_key]), clone(bucket[obj_key]))
         if rt.group == CRD_GROUP and rt.plural == "customresourcedefinitions":
             spec = current["spec"]
             key = (spec["group"], spec["names"]["plural"])
             owner = next((t for t in self.types.values() if t.crd == name), None)
             for obj in list(self.objects.get(key, {}).values()):
                 if owner is not None:
-                    self._commit(owner, "DELETED", copy.deepcopy(obj), copy.deepcopy(obj))
+                    self._commit(owner, "DELETED", clone(obj), clone(obj))
             self.objects.pop(key, None)
             self._unregister_crd(name)
-        gone = copy.deepcopy(current)
+        gone = clone(current)
         if rt.group == "" and rt.plural == "namespaces":
             gone["metadata"]["deletionTimestamp"] = now()
             gone["status"] = {"phase": "Terminating"}
-        return self._commit(rt, "DELETED", gone, copy.deepcopy(current))
+        return self._commit(rt, "DELETED", gone, clone(current))
 
     # ------------------------------------------------------------------ watch support
 
