@@ -155,7 +155,7 @@ _json = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # shared 2-core machine
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # shared 2-core machine
 @given(
     target=st.dictionaries(st.sampled_from("abcd"), _json, max_size=4),
     patch=st.dictionaries(st.sampled_from("abcd"), _json, max_size=4),

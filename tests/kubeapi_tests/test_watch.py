@@ -11,11 +11,15 @@ from kubernetes import client, watch
 from tests.kubeapi import EmulatedAPI, start
 
 
-def _events(core: client.CoreV1Api, **kw: Any) -> list[tuple[str, str, str]]:
+def _events(core: client.CoreV1Api, expect: int = 1000, **kw: Any) -> list[tuple[str, str, str]]:
+    """Events of a configmap watch until ``expect`` arrived or the server ends the stream (timeoutSeconds)."""
     out = []
-    for event in watch.Watch().stream(core.list_namespaced_config_map, "default", **kw):
+    stream = watch.Watch()
+    for event in stream.stream(core.list_namespaced_config_map, "default", **kw):
         obj = event["object"]
         out.append((event["type"], obj.metadata.name, (obj.data or {}).get("v", "")))
+        if len(out) >= expect:
+            stream.stop()
     return out
 
 
@@ -26,7 +30,7 @@ def test_watch_sees_updates_in_order(core: client.CoreV1Api) -> None:
     for i in range(2, 5):
         core.patch_namespaced_config_map("w", "default", {"data": {"v": str(i)}})
     core.delete_namespaced_config_map("w", "default")
-    events = _events(core, resource_version=rv, timeout_seconds=1)
+    events = _events(core, 5, resource_version=rv, timeout_seconds=5)
     assert events == [
         ("ADDED", "w", "1"),
         ("MODIFIED", "w", "2"),
@@ -67,7 +71,7 @@ def test_too_old_resource_version_is_410_then_relist_works(core: client.CoreV1Ap
     # The informer's answer to 410: list again, watch from the new version.
     relisted = core.list_namespaced_config_map("default")
     core.create_namespaced_config_map("default", {"metadata": {"name": "b"}, "data": {"v": "b"}})
-    assert _events(core, resource_version=relisted.metadata.resource_version, timeout_seconds=1) == [
+    assert _events(core, 1, resource_version=relisted.metadata.resource_version, timeout_seconds=5) == [
         ("ADDED", "b", "b")
     ]
 
@@ -123,5 +127,5 @@ def test_label_selector_watch_reports_objects_leaving_and_entering(core: client.
     core.create_namespaced_config_map("default", {"metadata": {"name": "m", "labels": {"pick": "yes"}}})
     core.patch_namespaced_config_map("m", "default", {"metadata": {"labels": {"pick": "no"}}})
     core.patch_namespaced_config_map("m", "default", {"metadata": {"labels": {"pick": "yes"}}})
-    events = _events(core, resource_version=rv, timeout_seconds=1, label_selector="pick=yes")
+    events = _events(core, 3, resource_version=rv, timeout_seconds=5, label_selector="pick=yes")
     assert [(t, n) for t, n, _ in events] == [("ADDED", "m"), ("DELETED", "m"), ("ADDED", "m")]
