@@ -126,7 +126,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("v1", "services", "Service", short_names=("svc",), categories=("all",), status=True,
         name_rule="dns1035", delete_returns_object=True),
     _rt("v1", "endpoints", "Endpoints", short_names=("ep",)),
-    _rt("v1", "serviceaccounts", "ServiceAccount", short_names=("sa",)),
+    _rt("v1", "serviceaccounts", "ServiceAccount", short_names=("sa",), delete_returns_object=True),
     _rt("v1", "events", "Event", short_names=("ev",), fields=_EVENT_FIELDS),
     _rt("v1", "pods", "Pod", short_names=("po",), categories=("all",), status=True,
         delete_returns_object=True, fields=_POD_FIELDS),
