@@ -24,6 +24,7 @@ import base64
 import binascii
 import contextlib
 import json
+import logging
 import re
 import select
 import socket
@@ -47,6 +48,7 @@ from tests.kubeapi.selectors import field_matcher, label_matcher
 from tests.kubeapi.store import Store, WatchEvent
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 
 VERSION = {
     "major": "1",
@@ -356,6 +358,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(e.code, e.status(), headers)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        except Exception as e:  # a bug here must reach the test as an answer, not a dropped connection
+            log.exception("kubeapi: %s %s failed", method, path)
+            if self._code == 0:
+                error = ApiError(500, "InternalError", f"Internal error occurred: {type(e).__name__}: {e}", {})
+                self._send(500, error.status())
+            else:
+                self.close_connection = True
         if self._code == 0:
             self._record(0)  # the client went away before an answer
 

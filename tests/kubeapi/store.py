@@ -159,8 +159,19 @@ _STRING_MAPS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
 _GO_TYPES = {bool: "bool", int: "number", float: "number", list: "array", dict: "object"}
 
 
+def _decode_error(rt: ResourceType, python_type: type, go_field: str) -> E.ApiError:
+    return E.bad_request(
+        f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: cannot unmarshal '
+        f"{_GO_TYPES.get(python_type, 'value')} into Go struct field {go_field} of type string"
+    )
+
+
 def _check_string_maps(rt: ResourceType, obj: Obj) -> None:
-    """What Go's JSON decoding refuses: non-string values in string maps, bad base64 in Secret data."""
+    """What Go's JSON decoding refuses: non-strings in string fields and maps, bad base64 in Secret data."""
+    meta = obj["metadata"]
+    for name in ("name", "generateName", "namespace", "resourceVersion", "uid"):
+        if meta.get(name) is not None and not isinstance(meta[name], str):
+            raise _decode_error(rt, type(meta[name]), f"ObjectMeta.metadata.{name}")
     fields = [
         (("metadata", "labels"), "ObjectMeta.metadata.labels"),
         (("metadata", "annotations"), "ObjectMeta.metadata.annotations"),
@@ -177,10 +188,7 @@ def _check_string_maps(rt: ResourceType, obj: Obj) -> None:
             else next((type(v) for v in value.values() if v is not None and not isinstance(v, str)), None)
         )
         if bad is not None:
-            raise E.bad_request(
-                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: cannot unmarshal '
-                f"{_GO_TYPES.get(bad, 'value')} into Go struct field {go_name} of type string"
-            )
+            raise _decode_error(rt, bad, go_name)
     if (rt.group, rt.plural) == ("", "secrets"):
         for key, value in (obj.get("data") or {}).items():
             try:

@@ -370,3 +370,9 @@ def test_secret_string_data_is_encoded_and_maps_must_hold_strings(
         {"metadata": {"name": "b"}, "data": {"k": "not base64!"}},
     )
     assert code == 400
+
+    code, answer = raw(kube_api, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": 5}})
+    assert code == 400
+    assert answer["message"].endswith(
+        "cannot unmarshal number into Go struct field ObjectMeta.metadata.name of type string"
+    )
