@@ -42,9 +42,21 @@ pytestmark = [
 ]
 
 
-def _bundle(path: Path, files: list[Path]) -> Path:
+# A custom resource of the CRD applied just before it: kubernetes.core must rediscover, and on the
+# second run fall back from strategic merge (415 for custom resources) to merge patch.
+REPORT = """---
+apiVersion: mco.many-core.io/v1alpha1
+kind: NodeInterferenceReport
+metadata:
+  name: cluster
+spec:
+  description: applied by kubernetes.core.k8s
+"""
+
+
+def _bundle(path: Path, files: list[Path], extra: str = "") -> Path:
     """One multi-document file per server: one module run each keeps the test fast."""
-    path.write_text("".join(f"---\n{f.read_text()}\n" for f in files))
+    path.write_text("".join(f"---\n{f.read_text()}\n" for f in files) + extra)
     return path
 
 
@@ -101,7 +113,7 @@ def test_playbook_applies_volcano_kata_and_mco_crd_idempotently(
     hosts = {
         "old": {
             "kubeapi_kubeconfig": str(old.write_kubeconfig(tmp_path / "old")),
-            "kubeapi_src": str(_bundle(tmp_path / "old.yaml", [VOLCANO["v1.9.0"], *KATA_FILES, CRD_PATH])),
+            "kubeapi_src": str(_bundle(tmp_path / "old.yaml", [VOLCANO["v1.9.0"], *KATA_FILES, CRD_PATH], REPORT)),
         },
         "new": {
             "kubeapi_kubeconfig": str(new.write_kubeconfig(tmp_path / "new")),
@@ -152,6 +164,9 @@ def test_playbook_applies_volcano_kata_and_mco_crd_idempotently(
         name="kata-deploy", namespace="kube-system"
     )
     assert daemonset.spec.template.spec.serviceAccountName == "kata-deploy-sa"
-    assert dyn.resources.get(api_version="mco.many-core.io/v1alpha1", kind="NodeInterferenceReport").namespaced is False
+    reports = dyn.resources.get(api_version="mco.many-core.io/v1alpha1", kind="NodeInterferenceReport")
+    assert reports.get(name="cluster").spec.description == "applied by kubernetes.core.k8s"
+    patches = [r for r in old.requests if r.method == "PATCH" and r.path.endswith("/nodeinterferencereports/cluster")]
+    assert [r.code for r in patches] == [415, 200]  # second run: strategic merge refused, merge patch no-op
     core = client.CoreV1Api(dyn.client)
     assert core.read_namespaced_service_account("kata-deploy-sa", "kube-system").metadata.uid
