@@ -506,6 +506,8 @@ class _Handler(BaseHTTPRequestHandler):
             match = lambda obj: base(obj) and obj["metadata"]["name"] == name  # noqa: E731
         rv_text = _param(query, "resourceVersion")
         timeout = _param(query, "timeoutSeconds")
+        if timeout and not timeout.isdigit():
+            raise E.bad_request(f"invalid timeoutSeconds: {timeout!r}")
         deadline = time.monotonic() + (float(timeout) if timeout else 3600.0)
         bookmarks = _flag(query, "allowWatchBookmarks")
         initial: list[Obj] = []
@@ -531,7 +533,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             for obj in initial:
                 emit("ADDED", obj)
-            while not self.api._stopped.is_set() and not self.api.is_down and time.monotonic() < deadline:
+            while (
+                not self.api._stopped.is_set()
+                and not self.api.is_down
+                and time.monotonic() < deadline
+                and store.resource_type(rt.group, rt.version, rt.plural) is rt  # CRD changed or gone: end
+            ):
                 try:
                     events = store.events_after(cursor, wait=min(0.25, max(0.0, deadline - time.monotonic())))
                 except ApiError as e:

@@ -205,3 +205,14 @@ def test_discovery_prefers_the_highest_served_version(kube_api: EmulatedAPI, dyn
     code, as_v1 = raw(kube_api, "GET", "/apis/example.com/v1/widgets/w")
     assert (code, as_v1["apiVersion"]) == (200, "example.com/v1")
     assert raw(kube_api, "GET", "/apis/example.com/v2/widgets/w")[0] == 404
+
+
+def test_watch_of_custom_resources_ends_with_their_crd(dyn: dynamic.DynamicClient, nir: Resource) -> None:
+    nir.create(body={**TYPE, "metadata": {"name": "w"}})
+    seen = []
+    crds = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    for event in nir.watch(timeout=30):
+        seen.append((event["type"], event["object"].metadata.name))
+        if len(seen) == 1:
+            crds.delete(name="nodeinterferencereports.mco.many-core.io")
+    assert seen == [("ADDED", "w"), ("DELETED", "w")]
