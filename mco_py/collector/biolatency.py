@@ -268,7 +268,9 @@ class BioLatencySource:
         self.failures: list[str] = []
         """Why each backend tried before the one in use (or all of them) did not work."""
         if config.backend not in BACKENDS:
-            raise Unavailable(f"bio backend {config.backend!r}: expected one of {', '.join(BACKENDS)}", Absence.DISABLED)
+            raise Unavailable(
+                f"bio backend {config.backend!r}: expected one of {', '.join(BACKENDS)}", Absence.DISABLED
+            )
         self._backend: BioBackend | None = None
         if config.backend == "off":
             self.backend = "off"
@@ -332,11 +334,17 @@ class BioLatencySource:
     def _averages(self, window: Window) -> list[Reading]:
         name = DiskstatsBackend.name
         out = [
-            Reading.absent(P99, name, Absence.UNSUPPORTED, "diskstats backend gives only an average (see bioLatencyAvgMs)")
+            Reading.absent(
+                P99, name, Absence.UNSUPPORTED, "diskstats backend gives only an average (see bioLatencyAvgMs)"
+            )
         ]
         total_ios = sum(n for _, n in window.averages_ms.values())
         if total_ios == 0:
-            out.append(Reading.absent(AVG, name, Absence.INSUFFICIENT_DATA, "no completed block requests in the window", events=0))
+            out.append(
+                Reading.absent(
+                    AVG, name, Absence.INSUFFICIENT_DATA, "no completed block requests in the window", events=0
+                )
+            )
         else:
             mean = sum(ms * n for ms, n in window.averages_ms.values()) / total_ios
             out.append(Reading(AVG, mean, name, events=total_ios))

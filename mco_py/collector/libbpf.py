@@ -113,7 +113,9 @@ class BpfObject:
             raise Unavailable(f"BPF object has no map {name!r}", Absence.UNSUPPORTED)
         return int(self._bpf.lib.bpf_map__fd(bpf_map))
 
-    def items(self, fd: int, key_type: type[ctypes.Structure], value_type: type[ctypes.c_uint64]) -> Iterator[tuple[ctypes.Structure, int]]:
+    def items(
+        self, fd: int, key_type: type[ctypes.Structure], value_type: type[ctypes.c_uint64]
+    ) -> Iterator[tuple[ctypes.Structure, int]]:
         """Every (key, value) of a hash map (a snapshot that may miss keys added meanwhile)."""
         lib = self._bpf.lib
         key = key_type()

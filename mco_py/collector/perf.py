@@ -283,7 +283,11 @@ class LlcSource:
                 failures.append(exc)
         if self._counters is None:
             kinds = {f.kind for f in failures}
-            kind = Absence.PERMISSION if Absence.PERMISSION in kinds else (failures[0].kind if failures else Absence.UNSUPPORTED)
+            kind = (
+                Absence.PERMISSION
+                if Absence.PERMISSION in kinds
+                else (failures[0].kind if failures else Absence.UNSUPPORTED)
+            )
             self._why = Unavailable("; ".join(f.reason for f in failures) or "no events configured", kind)
             self.backend = "none"
             self._problems.problem(LLC, self._why.reason)
@@ -307,7 +311,9 @@ class LlcSource:
             return [Reading.absent(LLC, "perf", Absence.WARMING_UP, "first reading; a rate needs two")]
         refs, misses = deltas
         if refs is None or misses is None or refs <= 0:
-            return [Reading.absent(LLC, "perf", Absence.INSUFFICIENT_DATA, "no cache references counted in the interval")]
+            return [
+                Reading.absent(LLC, "perf", Absence.INSUFFICIENT_DATA, "no cache references counted in the interval")
+            ]
         return [Reading(LLC, misses / refs, "perf", events=round(refs))]
 
     def close(self) -> None:

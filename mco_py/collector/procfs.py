@@ -159,7 +159,9 @@ def parse_diskstats(text: str, *, source: str = "/proc/diskstats") -> dict[str, 
         if not fields:
             continue
         if len(fields) < 14:
-            raise Unavailable(f"{source}: line {number}: {len(fields)} fields, expected at least 14", Absence.READ_ERROR)
+            raise Unavailable(
+                f"{source}: line {number}: {len(fields)} fields, expected at least 14", Absence.READ_ERROR
+            )
         try:
             nums = [int(v) for v in fields[3:]]
             major, minor = int(fields[0]), int(fields[1])

@@ -73,9 +73,7 @@ class PsiSource:
                 Reading.absent(signal_name(resource, kind, w), BACKEND, Absence.UNSUPPORTED, reason)
                 for w in (*WINDOWS, "rate")
             ]
-        out = [
-            Reading(signal_name(resource, kind, w), getattr(line, w), BACKEND) for w in WINDOWS
-        ]
+        out = [Reading(signal_name(resource, kind, w), getattr(line, w), BACKEND) for w in WINDOWS]
         rate_name = signal_name(resource, kind, "rate")
         key = f"{resource}.{kind}"
         previous = self._last.get(key)

@@ -149,3 +149,23 @@ class NodeSample:
             "backends": dict(self.backends),
             "signals": [r.as_dict() for r in self.readings],
         }
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStatus:
+    """Counters of one analyzer stream, for the collector's self-metrics."""
+
+    analyzer: str
+    """Analyzer address as configured (host:port)."""
+    connected: bool
+    """True while a stream is open and the last send succeeded."""
+    sent: int
+    """Samples handed to the stream."""
+    dropped: int
+    """Samples dropped because the send buffer was full (oldest first)."""
+    buffered: int
+    """Samples waiting in the send buffer."""
+    reconnects: int
+    """Streams opened after the first one."""
+    acked: int = 0
+    """Samples the analyzer acknowledged as accepted."""

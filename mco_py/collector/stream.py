@@ -1,0 +1,338 @@
+"""gRPC client stream to the analyzers, and the sample -> protobuf conversion.
+
+One :class:`AnalyzerStream` per analyzer address (collectors stream to every
+replica). Each keeps a bounded send buffer (oldest sample dropped and counted
+when full), runs ``Analyzer.StreamSamples`` in its own thread and re-opens it
+after failures with exponential backoff and jitter. Optional TLS/mTLS and a
+bearer token (``authorization: Bearer <token>``, read from a file at each
+connect so it can be rotated).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from mco_py import __version__
+from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
+from mco_py.errors import ConfigError
+from mco_py.obs.logging import OnceFilter
+from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
+from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+_KINDS: dict[Absence, pb.AbsenceKind.ValueType] = {
+    Absence.UNSUPPORTED: pb.ABSENCE_KIND_UNSUPPORTED,
+    Absence.PERMISSION: pb.ABSENCE_KIND_PERMISSION,
+    Absence.READ_ERROR: pb.ABSENCE_KIND_READ_ERROR,
+    Absence.INSUFFICIENT_DATA: pb.ABSENCE_KIND_INSUFFICIENT_DATA,
+    Absence.DISABLED: pb.ABSENCE_KIND_DISABLED,
+    Absence.WARMING_UP: pb.ABSENCE_KIND_WARMING_UP,
+}
+
+
+def reading_to_proto(reading: Reading) -> pb.Signal:
+    """One reading as a ``Signal`` (value or absence, backend, device, events)."""
+    signal = pb.Signal(name=reading.name, device=reading.device, backend=reading.backend)
+    if reading.value is not None:
+        signal.value = reading.value
+    else:
+        kind = (
+            _KINDS.get(reading.absence, pb.ABSENCE_KIND_UNSPECIFIED) if reading.absence else pb.ABSENCE_KIND_UNSPECIFIED
+        )
+        signal.absent.CopyFrom(pb.Absence(kind=kind, reason=reading.reason))
+    if reading.events is not None:
+        signal.events = max(0, reading.events)
+    return signal
+
+
+def sample_to_proto(sample: NodeSample) -> pb.Sample:
+    """One collector sample as the wire ``Sample``; signal names are the report keys."""
+    return pb.Sample(
+        node=sample.node,
+        timestamp_unix_nanos=round(sample.timestamp * 1e9),
+        signals=[reading_to_proto(r) for r in sample.readings],
+        interval_ms=max(0, round(sample.interval * 1000)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StreamConfig:
+    """How the collector talks to its analyzers."""
+
+    analyzers: tuple[str, ...] = ()
+    """Analyzer addresses ``host:port``; every sample goes to each."""
+    buffer_samples: int = 600
+    """Send buffer per analyzer; when full the oldest sample is dropped (and counted)."""
+    batch_max: int = 100
+    """Most samples per SampleBatch (a backlog after a reconnect is sent in batches)."""
+    backoff_initial_s: float = 0.5
+    """First reconnect delay; doubles per failed attempt."""
+    backoff_max_s: float = 30.0
+    """Largest reconnect delay (each delay is jittered between half and all of it)."""
+    keepalive_time_ms: int = 30_000
+    """HTTP/2 keepalive ping interval (the analyzer must permit it)."""
+    keepalive_timeout_ms: int = 10_000
+    """Time to wait for a keepalive ack before the connection counts as dead."""
+    tls_ca: Path | None = None
+    """CA bundle to verify the analyzer; enables TLS."""
+    tls_cert: Path | None = None
+    """Client certificate (mTLS); needs ``tls_key``."""
+    tls_key: Path | None = None
+    """Client private key (mTLS)."""
+    tls_server_name: str = ""
+    """Expected server name when it differs from the address host."""
+    token_file: Path | None = None
+    """File with a shared bearer token sent as ``authorization: Bearer <token>``."""
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"{what} {path}: cannot read ({exc.strerror or exc}); fix the path or its permissions"
+        ) from exc
+
+
+def channel_credentials(config: StreamConfig) -> grpc.ChannelCredentials | None:
+    """TLS credentials from the configured files; None for plaintext."""
+    if config.tls_ca is None and config.tls_cert is None and config.tls_key is None:
+        return None
+    if (config.tls_cert is None) != (config.tls_key is None):
+        raise ConfigError("tls_cert and tls_key must be given together (mTLS client certificate and its key)")
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(config.tls_ca, "tls_ca") if config.tls_ca else None,
+        private_key=_read(config.tls_key, "tls_key") if config.tls_key else None,
+        certificate_chain=_read(config.tls_cert, "tls_cert") if config.tls_cert else None,
+    )
+
+
+def _metadata(config: StreamConfig) -> tuple[tuple[str, str], ...]:
+    if config.token_file is None:
+        return ()
+    token = _read(config.token_file, "token_file").decode("utf-8", "replace").strip()
+    if not token:
+        raise ConfigError(f"token_file {config.token_file} is empty; put the shared bearer token in it")
+    return (("authorization", f"Bearer {token}"),)
+
+
+class AnalyzerStream:
+    """The stream to one analyzer, with its own buffer and reconnect loop."""
+
+    def __init__(
+        self,
+        target: str,
+        config: StreamConfig,
+        *,
+        collector_id: str,
+        on_set_interval: Callable[[float], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.target = target
+        self._config = config
+        self._collector_id = collector_id
+        self._on_set_interval = on_set_interval
+        self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
+        self._credentials = channel_credentials(config)
+        self._buffer: collections.deque[pb.Sample] = collections.deque()
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._once = OnceFilter()
+        self._sent = self._dropped = self._dropped_unreported = self._reconnects = self._acked = 0
+        self._connected = False
+        self._call: grpc.CallIterator[pb.Control] | None = None
+        self._thread = threading.Thread(target=self._run, name=f"stream-{target}", daemon=True)
+
+    def start(self) -> None:
+        """Start the connect/stream loop."""
+        self._thread.start()
+
+    def publish(self, sample: pb.Sample) -> None:
+        """Queue ``sample``; drops (and counts) the oldest when the buffer is full."""
+        with self._cond:
+            if len(self._buffer) >= self._config.buffer_samples:
+                self._buffer.popleft()
+                self._dropped += 1
+                self._dropped_unreported += 1
+            self._buffer.append(sample)
+            self._cond.notify()
+
+    def status(self) -> StreamStatus:
+        """Counters for the self-metrics."""
+        with self._cond:
+            return StreamStatus(
+                analyzer=self.target,
+                connected=self._connected,
+                sent=self._sent,
+                dropped=self._dropped,
+                buffered=len(self._buffer),
+                reconnects=self._reconnects,
+                acked=self._acked,
+            )
+
+    def _channel(self) -> grpc.Channel:
+        options: list[tuple[str, int | str]] = [
+            ("grpc.keepalive_time_ms", self._config.keepalive_time_ms),
+            ("grpc.keepalive_timeout_ms", self._config.keepalive_timeout_ms),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.initial_reconnect_backoff_ms", int(self._config.backoff_initial_s * 1000)),
+            ("grpc.max_reconnect_backoff_ms", int(self._config.backoff_max_s * 1000)),
+        ]
+        if self._config.tls_server_name:
+            options.append(("grpc.ssl_target_name_override", self._config.tls_server_name))
+        if self._credentials is not None:
+            return grpc.secure_channel(self.target, self._credentials, options=options)
+        return grpc.insecure_channel(self.target, options=options)
+
+    def _requests(self, call_done: threading.Event) -> Iterator[pb.SampleBatch]:
+        sequence = 0
+        while not (self._stop.is_set() or call_done.is_set()):
+            with self._cond:
+                if not self._buffer:
+                    self._cond.wait(timeout=0.25)
+                    continue
+                samples = [self._buffer.popleft() for _ in range(min(len(self._buffer), self._config.batch_max))]
+                dropped, self._dropped_unreported = self._dropped_unreported, 0
+                self._sent += len(samples)
+            sequence += 1
+            yield pb.SampleBatch(
+                collector=self._collector_id,
+                collector_version=__version__,
+                sequence=sequence,
+                samples=samples,
+                dropped_since_last=dropped,
+            )
+
+    def _handle(self, control: pb.Control) -> bool:
+        which = control.WhichOneof("kind")
+        if which == "ack":
+            with self._cond:
+                self._acked += control.ack.accepted
+                self._connected = True
+            if control.ack.rejected and self._once.first(f"rejected:{list(control.ack.reject_reasons)}"):
+                log.warning(
+                    "analyzer %s rejected samples: %s",
+                    self.target,
+                    "; ".join(control.ack.reject_reasons),
+                    extra={"analyzer": self.target},
+                )
+            return True
+        if which == "set_interval" and self._on_set_interval is not None and control.set_interval.interval_ms > 0:
+            self._on_set_interval(control.set_interval.interval_ms / 1000.0)
+        return False
+
+    def _run(self) -> None:
+        attempt = 0
+        first = True
+        while not self._stop.is_set():
+            if not first:
+                with self._cond:
+                    self._reconnects += 1
+            first = False
+            acked = self._stream_once()
+            with self._cond:
+                self._connected = False
+            if self._stop.is_set():
+                break
+            attempt = 0 if acked else attempt + 1
+            delay = min(self._config.backoff_max_s, self._config.backoff_initial_s * (2 ** min(attempt, 30)))
+            self._stop.wait(self._rng.uniform(delay / 2, delay))
+
+    def _stream_once(self) -> bool:
+        """One stream until it fails or we stop; True when the analyzer acknowledged something."""
+        call_done = threading.Event()
+        acked = False
+        try:
+            metadata = _metadata(self._config)
+        except ConfigError as exc:
+            if self._once.first(f"config:{exc}"):
+                log.error("stream to %s: %s", self.target, exc, extra={"analyzer": self.target})
+            return False
+        channel = self._channel()
+        try:
+            stub = pb_grpc.AnalyzerStub(channel)
+            responses = stub.StreamSamples(self._requests(call_done), metadata=metadata)
+            with self._cond:
+                self._call = responses
+            if self._stop.is_set():
+                responses.cancel()  # type: ignore[no-untyped-call]  # grpc-stubs leaves cancel() untyped
+            for control in responses:
+                if self._handle(control) and not acked:
+                    acked = True
+                    self._once.clear("down")
+                    log.info("streaming to analyzer %s", self.target, extra={"analyzer": self.target})
+        except grpc.RpcError as exc:
+            if not self._stop.is_set() and self._once.first("down"):
+                code = exc.code() if isinstance(exc, grpc.Call) else None
+                details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+                log.warning(
+                    "stream to analyzer %s failed (%s: %s); reconnecting with backoff",
+                    self.target,
+                    code.name if code else "?",
+                    details,
+                    extra={"analyzer": self.target},
+                )
+        finally:
+            call_done.set()
+            with self._cond:
+                self._call = None
+                self._cond.notify_all()
+            channel.close()
+        return acked
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the loop, cancel the stream and close the channel."""
+        self._stop.set()
+        with self._cond:
+            call = self._call
+            self._cond.notify_all()
+        if call is not None:
+            call.cancel()  # type: ignore[no-untyped-call]  # grpc-stubs leaves cancel() untyped
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+
+class StreamFanout:
+    """The streams to every configured analyzer."""
+
+    def __init__(
+        self,
+        config: StreamConfig,
+        *,
+        collector_id: str,
+        on_set_interval: Callable[[float], None] | None = None,
+    ) -> None:
+        self.streams: Sequence[AnalyzerStream] = [
+            AnalyzerStream(target, config, collector_id=collector_id, on_set_interval=on_set_interval)
+            for target in dict.fromkeys(config.analyzers)
+        ]
+
+    def start(self) -> None:
+        """Start every stream."""
+        for stream in self.streams:
+            stream.start()
+
+    def publish(self, sample: NodeSample) -> None:
+        """Send ``sample`` to every analyzer."""
+        message = sample_to_proto(sample)
+        for stream in self.streams:
+            stream.publish(message)
+
+    def statuses(self) -> list[StreamStatus]:
+        """Self-metric counters of every stream."""
+        return [s.status() for s in self.streams]
+
+    def close(self) -> None:
+        """Close every stream."""
+        for stream in self.streams:
+            stream.close()
