@@ -109,7 +109,7 @@ def probe_bcc(*, modules_root: Path = Path("/lib/modules"), sys_root: Path = Pat
     module: Any = None
     try:
         module = importlib.import_module("bcc")
-    except Exception as exc:  # noqa: BLE001 - any import failure means "no bcc"
+    except Exception as exc:
         problems.append(
             f"python module bcc does not import in {sys.executable} ({type(exc).__name__}: {exc}); Debian's"
             " python3-bpfcc works only under /usr/bin/python3"
@@ -135,7 +135,7 @@ class BccBackend:
             raise Unavailable(f"{source}: bcc source missing (run `make -C bpf`)", Absence.UNSUPPORTED)
         try:
             self._bpf: Any = bcc.BPF(src_file=str(source).encode())
-        except Exception as exc:  # noqa: BLE001 - bcc raises bare Exception on compile/attach errors
+        except Exception as exc:
             raise Unavailable(f"bcc: cannot load {source.name}: {exc}", Absence.UNSUPPORTED) from exc
         self._last: dict[tuple[int, int], int] = {}
 

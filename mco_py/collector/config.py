@@ -104,36 +104,55 @@ _CHOICES = {
 }
 
 
+def _to_path(value: Any) -> Path | None:
+    return None if value in (None, "") else Path(str(value))
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("a boolean")
+    return float(value)
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError("not an integer")
+    return int(value)
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("not a boolean (true/false)")
+
+
+def _to_list(value: Any) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ValueError("expected a list of host:port")
+    return tuple(str(i).strip() for i in items if str(i).strip())
+
+
+_CONVERTERS: dict[str, Any] = {
+    "Path": _to_path,
+    "Path | None": _to_path,
+    "float": _to_float,
+    "int": _to_int,
+    "bool": _to_bool,
+    "tuple[str, ...]": _to_list,
+    "str": str,
+}
+
+
 def _convert(key: str, value: Any, where: str, problems: list[str]) -> Any:
-    kind = FIELDS[key].type
+    kind = str(FIELDS[key].type)
     try:
-        if kind in ("Path", "Path | None"):
-            if value in (None, ""):
-                return None if "None" in str(kind) else problems.append(f"{where}: must not be empty")
-            return Path(str(value))
-        if kind == "float":
-            if isinstance(value, bool):
-                raise ValueError("a boolean")
-            return float(value)
-        if kind == "int":
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError("not an integer")
-            return int(value)
-        if kind == "bool":
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise ValueError("not a boolean (true/false)")
-        if kind == "tuple[str, ...]":
-            items = value.split(",") if isinstance(value, str) else value
-            if not isinstance(items, list | tuple):
-                raise ValueError("expected a list of host:port")
-            return tuple(str(i).strip() for i in items if str(i).strip())
-        return str(value)
+        return _CONVERTERS[kind](value)
     except (TypeError, ValueError) as exc:
         problems.append(f"{where}: {value!r} is not a valid {kind} ({exc})")
         return None
@@ -165,6 +184,18 @@ def _validate(settings: CollectorSettings, problems: list[str]) -> None:
         problems.append("tls_cert and tls_key must be given together")
 
 
+def _merge_env(env: Mapping[str, str], values: dict[str, Any], problems: list[str]) -> None:
+    for key, value in env.items():
+        if key == "NODE_NAME" and value:
+            values["node_name"] = value
+        elif key.startswith(ENV_PREFIX):
+            name = key[len(ENV_PREFIX) :].lower()
+            if name in FIELDS:
+                values[name] = _convert(name, value, f"environment {key}", problems)
+            else:
+                problems.append(f"environment {key}: unknown setting {name!r}")
+
+
 def load_settings(
     *,
     file_text: str | None = None,
@@ -189,15 +220,7 @@ def load_settings(
                 problems.append(f"{file_name}: unknown key {key!r} (known: {', '.join(sorted(FIELDS))})")
                 continue
             values[key] = _convert(key, value, f"{file_name}: {key}", problems)
-    for key, value in (env or {}).items():
-        if key == "NODE_NAME" and value:
-            values["node_name"] = value
-        elif key.startswith(ENV_PREFIX):
-            name = key[len(ENV_PREFIX) :].lower()
-            if name in FIELDS:
-                values[name] = _convert(name, value, f"environment {key}", problems)
-            else:
-                problems.append(f"environment {key}: unknown setting {name!r}")
+    _merge_env(env or {}, values, problems)
     for key, value in (flags or {}).items():
         if value is None:
             continue

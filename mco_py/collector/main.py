@@ -21,6 +21,7 @@ from mco_py.collector.config import CollectorSettings, load_settings
 from mco_py.collector.exporter import CollectorMetrics
 from mco_py.collector.sampler import SampleLoop, Sampler, open_sources
 from mco_py.collector.signals import NodeSample
+from mco_py.collector.stream import StreamFanout
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import setup_logging
 from mco_py.obs.metrics import start_metrics_server
@@ -57,10 +58,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("-o", "--output", choices=("json", "text"), default="text", help="--once output format")
 
 
-_FLAG_KEYS = (
-    "node_name interval_s proc_root sys_root tracefs_root metrics_host metrics_port bio_backend bio_min_events"
-    " bpf_dir llc resctrl analyzers stream buffer_samples tls_ca tls_cert tls_key tls_server_name token_file log_level"
-).split()
+_FLAG_KEYS = [
+    "node_name",
+    "interval_s",
+    "proc_root",
+    "sys_root",
+    "tracefs_root",
+    "metrics_host",
+    "metrics_port",
+    "bio_backend",
+    "bio_min_events",
+    "bpf_dir",
+    "llc",
+    "resctrl",
+    "analyzers",
+    "stream",
+    "buffer_samples",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "tls_server_name",
+    "token_file",
+    "log_level",
+]
 
 
 def settings_from_args(args: argparse.Namespace, env: dict[str, str]) -> CollectorSettings:
@@ -144,8 +164,6 @@ class CollectorDaemon:
         registry: CollectorRegistry | None = None,
         stop: threading.Event | None = None,
     ) -> None:
-        from mco_py.collector.stream import StreamFanout
-
         self.registry = registry or CollectorRegistry()
         self.loop = SampleLoop(sampler, interval_s=settings.interval_s, stop=stop)
         self.fanout: StreamFanout | None = None

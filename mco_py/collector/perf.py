@@ -10,6 +10,7 @@ runs software events (cpu-clock, context-switches) where there is no PMU.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
@@ -241,10 +242,8 @@ class PerfCounters:
         """Close every counter fd (idempotent)."""
         for row in self._fds:
             for fd in row:
-                try:
+                with contextlib.suppress(Unavailable):
                     _ioctl(fd, _PERF_EVENT_IOC_DISABLE)
-                except Unavailable:
-                    pass
                 os.close(fd)
         self._fds = []
 

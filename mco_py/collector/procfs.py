@@ -6,6 +6,7 @@ and the problem for truncated or garbled input; none returns made-up zeros.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ def parse_psi(text: str, *, source: str = "pressure") -> dict[str, PsiLine]:
 
 def _finite(text: str) -> float:
     value = float(text)
-    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+    if not math.isfinite(value) or value < 0:
         raise ValueError(f"{text!r} is not a finite non-negative number")
     return value
 

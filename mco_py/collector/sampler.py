@@ -74,7 +74,7 @@ class Sampler:
                 readings.extend(source.read(now))
             except Unavailable as exc:
                 readings.append(Reading.absent(source.group, source.backend, exc.kind, exc.reason))
-            except Exception as exc:  # noqa: BLE001 - a bug in one source must not stop the others
+            except Exception as exc:
                 if self._once.first(f"{source.group}:{type(exc).__name__}"):
                     log.exception("source %s failed", source.group, extra={"signal": source.group})
                 readings.append(
@@ -91,7 +91,7 @@ class Sampler:
         for source in self.sources:
             try:
                 source.close()
-            except Exception:  # noqa: BLE001 - keep closing the others
+            except Exception:
                 log.exception("closing source %s failed", source.group)
 
 

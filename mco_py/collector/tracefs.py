@@ -9,6 +9,7 @@ like the BPF histogram. Closing disables the events and removes the instance.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import logging
@@ -180,10 +181,8 @@ class TracefsBlockTracer:
         if not self.instance.is_dir():
             return
         for event in EVENTS:
-            try:
+            with contextlib.suppress(OSError):
                 _write(self.instance / "events" / event / "enable", "0")
-            except OSError:
-                pass
         try:
             self.instance.rmdir()
         except OSError as exc:
