@@ -115,7 +115,9 @@ class SampleCollector(Collector):
         buffered = GaugeMetricFamily(
             "mco_collector_stream_buffered_samples", "Samples waiting in the send buffer", labels=["analyzer"]
         )
-        sent = CounterMetricFamily("mco_collector_samples_sent", "Samples sent to the analyzer", labels=["analyzer"])
+        sent = CounterMetricFamily(
+            "mco_collector_samples_sent", "Samples the analyzer acknowledged", labels=["analyzer"]
+        )
         dropped = CounterMetricFamily(
             "mco_collector_samples_dropped", "Samples dropped from a full send buffer", labels=["analyzer"]
         )

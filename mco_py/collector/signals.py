@@ -160,7 +160,7 @@ class StreamStatus:
     connected: bool
     """True while a stream is open and the last send succeeded."""
     sent: int
-    """Samples handed to the stream."""
+    """Samples the analyzer acknowledged (unacknowledged ones go back into the buffer)."""
     dropped: int
     """Samples dropped because the send buffer was full (oldest first)."""
     buffered: int

@@ -194,17 +194,19 @@ class AnalyzerStream:
             return grpc.secure_channel(self.target, self._credentials, options=options)
         return grpc.insecure_channel(self.target, options=options)
 
-    def _requests(self, call_done: threading.Event) -> Iterator[pb.SampleBatch]:
+    def _requests(self, call_done: threading.Event, inflight: dict[int, list[pb.Sample]]) -> Iterator[pb.SampleBatch]:
         sequence = 0
         while not (self._stop.is_set() or call_done.is_set()):
             with self._cond:
+                if call_done.is_set():
+                    return
                 if not self._buffer:
                     self._cond.wait(timeout=0.25)
                     continue
                 samples = [self._buffer.popleft() for _ in range(min(len(self._buffer), self._config.batch_max))]
                 dropped, self._dropped_unreported = self._dropped_unreported, 0
-                self._sent += len(samples)
-            sequence += 1
+                sequence += 1
+                inflight[sequence] = samples
             yield pb.SampleBatch(
                 collector=self._collector_id,
                 collector_version=__version__,
@@ -213,10 +215,12 @@ class AnalyzerStream:
                 dropped_since_last=dropped,
             )
 
-    def _handle(self, control: pb.Control) -> bool:
+    def _handle(self, control: pb.Control, inflight: dict[int, list[pb.Sample]]) -> bool:
         which = control.WhichOneof("kind")
         if which == "ack":
             with self._cond:
+                for sequence in [s for s in inflight if s <= control.ack.sequence]:
+                    self._sent += len(inflight.pop(sequence))
                 self._acked += control.ack.accepted
                 self._connected = True
             if control.ack.rejected and self._once.first(f"rejected:{list(control.ack.reject_reasons)}"):
@@ -230,6 +234,17 @@ class AnalyzerStream:
         if which == "set_interval" and self._on_set_interval is not None and control.set_interval.interval_ms > 0:
             self._on_set_interval(control.set_interval.interval_ms / 1000.0)
         return False
+
+    def _requeue(self, inflight: dict[int, list[pb.Sample]]) -> None:
+        """Put samples the analyzer never acknowledged back at the front (oldest dropped past the bound)."""
+        with self._cond:
+            unacked = [sample for sequence in sorted(inflight) for sample in inflight[sequence]]
+            inflight.clear()
+            self._buffer.extendleft(reversed(unacked))
+            while len(self._buffer) > self._config.buffer_samples:
+                self._buffer.popleft()
+                self._dropped += 1
+                self._dropped_unreported += 1
 
     def _run(self) -> None:
         attempt = 0
@@ -248,9 +263,26 @@ class AnalyzerStream:
             delay = min(self._config.backoff_max_s, self._config.backoff_initial_s * (2 ** min(attempt, 30)))
             self._stop.wait(self._rng.uniform(delay / 2, delay))
 
+    def _wait_ready(self, channel: grpc.Channel) -> bool:
+        """Wait (up to the largest backoff) for the connection, so no call starts on a dead channel."""
+        ready = grpc.channel_ready_future(channel)
+        deadline = max(1.0, self._config.backoff_max_s)
+        waited = 0.0
+        try:
+            while not self._stop.is_set() and waited < deadline:
+                try:
+                    ready.result(timeout=0.25)
+                    return True
+                except grpc.FutureTimeoutError:
+                    waited += 0.25
+            return False
+        finally:
+            ready.cancel()
+
     def _stream_once(self) -> bool:
         """One stream until it fails or we stop; True when the analyzer acknowledged something."""
         call_done = threading.Event()
+        inflight: dict[int, list[pb.Sample]] = {}
         acked = False
         try:
             metadata = _metadata(self._config)
@@ -260,14 +292,20 @@ class AnalyzerStream:
             return False
         channel = self._channel()
         try:
+            if not self._wait_ready(channel):
+                if not self._stop.is_set() and self._once.first("down"):
+                    log.warning(
+                        "analyzer %s unreachable; retrying with backoff", self.target, extra={"analyzer": self.target}
+                    )
+                return False
             stub = pb_grpc.AnalyzerStub(channel)
-            responses = stub.StreamSamples(self._requests(call_done), metadata=metadata)
+            responses = stub.StreamSamples(self._requests(call_done, inflight), metadata=metadata)
             with self._cond:
                 self._call = responses
             if self._stop.is_set():
                 responses.cancel()  # type: ignore[no-untyped-call]  # grpc-stubs leaves cancel() untyped
             for control in responses:
-                if self._handle(control) and not acked:
+                if self._handle(control, inflight) and not acked:
                     acked = True
                     self._once.clear("down")
                     log.info("streaming to analyzer %s", self.target, extra={"analyzer": self.target})
@@ -284,6 +322,7 @@ class AnalyzerStream:
                 )
         finally:
             call_done.set()
+            self._requeue(inflight)
             with self._cond:
                 self._call = None
                 self._cond.notify_all()
