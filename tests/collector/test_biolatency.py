@@ -58,7 +58,8 @@ def test_parse_real_trace_lines() -> None:
     st.sampled_from(["W", "WS", "R", "RA", "FF", "D"]),
 )
 def test_parse_trace_line_properties(major: int, minor: int, sector: int, usec: int, rwbs: str) -> None:
-    line = f"  x-1 [000] ..... {usec // 10**6}.{usec % 10**6:06d}: block_rq_complete: {major},{minor} {rwbs} () {sector} + 8 none,0,0 [0]"
+    stamp = f"{usec // 10**6}.{usec % 10**6:06d}"
+    line = f"  x-1 [000] ..... {stamp}: block_rq_complete: {major},{minor} {rwbs} () {sector} + 8 none,0,0 [0]"
     event = parse_trace_line(line)
     assert event is not None
     assert (event.dev, event.sector, event.issue) == ((major, minor), sector, False)
@@ -123,15 +124,15 @@ def test_off_and_unavailable_backends(host_tree: Path, tmp_path: Path) -> None:
     assert "biolatency.bpf.o" in reading.reason
 
 
-def test_bcc_probe_says_why() -> None:
+def test_bcc_probe_says_why(tmp_path: Path) -> None:
+    """Here (venv python, no kernel headers) the probe names both problems; it never raises anything else."""
+    with pytest.raises(Unavailable, match="kernel headers") as info:
+        probe_bcc(modules_root=tmp_path, sys_root=tmp_path)
+    assert info.value.kind is Absence.UNSUPPORTED
     try:
-        module = probe_bcc()
-    except Unavailable as exc:
-        assert exc.kind is Absence.UNSUPPORTED
-        assert "bcc" in exc.reason
-        assert ("does not import" in exc.reason) or ("kernel headers" in exc.reason)
-    else:  # a host where bcc works
-        assert hasattr(module, "BPF")
+        import bcc  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        assert "does not import" in info.value.reason
 
 
 def test_auto_falls_back_to_diskstats_without_bpf_or_tracefs(host_tree: Path, tmp_path: Path) -> None:

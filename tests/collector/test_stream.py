@@ -210,6 +210,7 @@ def _make_pki(tmp_path: Path) -> dict[str, bytes]:
         )
 
     def cert(
+        *,
         subject: str,
         key: ec.EllipticCurvePrivateKey,
         issuer: x509.Name,
@@ -233,14 +234,18 @@ def _make_pki(tmp_path: Path) -> dict[str, bytes]:
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mco-test-ca")])
-    ca_cert = cert("mco-test-ca", ca_key, ca_name, ca_key, True, None)
+    ca_cert = cert(subject="mco-test-ca", key=ca_key, issuer=ca_name, signer=ca_key, ca=True, san=None)
     server_key, client_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     pem = serialization.Encoding.PEM
     return {
         "ca": ca_cert.public_bytes(pem),
-        "server_cert": cert("analyzer", server_key, ca_name, ca_key, False, "analyzer.mco.test").public_bytes(pem),
+        "server_cert": cert(
+            subject="analyzer", key=server_key, issuer=ca_name, signer=ca_key, ca=False, san="analyzer.mco.test"
+        ).public_bytes(pem),
         "server_key": pem_key(server_key),
-        "client_cert": cert("node-a", client_key, ca_name, ca_key, False, "node-a").public_bytes(pem),
+        "client_cert": cert(
+            subject="node-a", key=client_key, issuer=ca_name, signer=ca_key, ca=False, san="node-a"
+        ).public_bytes(pem),
         "client_key": pem_key(client_key),
     }
 
