@@ -18,12 +18,41 @@ from typing import Any
 import yaml
 
 from mco_py.collector.biolatency import BACKENDS
-from mco_py.collector.stream import StreamConfig
 from mco_py.errors import ConfigError
 
 ENV_PREFIX = "MCO_COLLECTOR_"
 MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class StreamConfig:
+    """How the collector talks to its analyzers."""
+
+    analyzers: tuple[str, ...] = ()
+    """Analyzer addresses ``host:port``; every sample goes to each."""
+    buffer_samples: int = 600
+    """Send buffer per analyzer; when full the oldest sample is dropped (and counted)."""
+    batch_max: int = 100
+    """Most samples per SampleBatch (a backlog after a reconnect is sent in batches)."""
+    backoff_initial_s: float = 0.5
+    """First reconnect delay; doubles per failed attempt."""
+    backoff_max_s: float = 30.0
+    """Largest reconnect delay (each delay is jittered between half and all of it)."""
+    keepalive_time_ms: int = 30_000
+    """HTTP/2 keepalive ping interval (the analyzer must permit it)."""
+    keepalive_timeout_ms: int = 10_000
+    """Time to wait for a keepalive ack before the connection counts as dead."""
+    tls_ca: Path | None = None
+    """CA bundle to verify the analyzer; enables TLS."""
+    tls_cert: Path | None = None
+    """Client certificate (mTLS); needs ``tls_key``."""
+    tls_key: Path | None = None
+    """Client private key (mTLS)."""
+    tls_server_name: str = ""
+    """Expected server name when it differs from the address host."""
+    token_file: Path | None = None
+    """File with a shared bearer token sent as ``authorization: Bearer <token>``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,12 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
 from mco_py import __version__
+from mco_py.collector.config import StreamConfig
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import OnceFilter
@@ -62,36 +62,6 @@ def sample_to_proto(sample: NodeSample) -> pb.Sample:
         signals=[reading_to_proto(r) for r in sample.readings],
         interval_ms=max(0, round(sample.interval * 1000)),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class StreamConfig:
-    """How the collector talks to its analyzers."""
-
-    analyzers: tuple[str, ...] = ()
-    """Analyzer addresses ``host:port``; every sample goes to each."""
-    buffer_samples: int = 600
-    """Send buffer per analyzer; when full the oldest sample is dropped (and counted)."""
-    batch_max: int = 100
-    """Most samples per SampleBatch (a backlog after a reconnect is sent in batches)."""
-    backoff_initial_s: float = 0.5
-    """First reconnect delay; doubles per failed attempt."""
-    backoff_max_s: float = 30.0
-    """Largest reconnect delay (each delay is jittered between half and all of it)."""
-    keepalive_time_ms: int = 30_000
-    """HTTP/2 keepalive ping interval (the analyzer must permit it)."""
-    keepalive_timeout_ms: int = 10_000
-    """Time to wait for a keepalive ack before the connection counts as dead."""
-    tls_ca: Path | None = None
-    """CA bundle to verify the analyzer; enables TLS."""
-    tls_cert: Path | None = None
-    """Client certificate (mTLS); needs ``tls_key``."""
-    tls_key: Path | None = None
-    """Client private key (mTLS)."""
-    tls_server_name: str = ""
-    """Expected server name when it differs from the address host."""
-    token_file: Path | None = None
-    """File with a shared bearer token sent as ``authorization: Bearer <token>``."""
 
 
 def _read(path: Path, what: str) -> bytes:
