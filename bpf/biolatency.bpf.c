@@ -21,8 +21,9 @@ struct hist_key {
 	__u32 slot; /* log2 bucket << SUB_BITS | sub-bucket */
 };
 
+/* LRU: a request that never completes (device removed) cannot fill the map. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAX_INFLIGHT);
 	__type(key, __u64);   /* struct request * */
 	__type(value, __u64); /* issue time, ns */

@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -60,11 +61,11 @@ def scrape(url: str) -> str:
 
 
 def metric(text: str, name: str) -> float:
-    match = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
+    match = re.search(rf"^{re.escape(name)} ([0-9.e+-]+)$", text, re.M)
     return float(match.group(1)) if match else 0.0
 
 
-def side_by_side(duration: float) -> dict[str, dict[str, float]]:
+def side_by_side(duration: float) -> dict[str, dict[str, float]]:  # noqa: PLR0915 - one linear measurement
     exporter = shutil.which("prometheus-node-exporter")
     if exporter is None:
         sys.exit("prometheus-node-exporter missing: apt-get install prometheus-node-exporter")
@@ -72,13 +73,15 @@ def side_by_side(duration: float) -> dict[str, dict[str, float]]:
     ne = subprocess.Popen(
         [exporter, f"--web.listen-address=127.0.0.1:{ne_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
+    analyzer, analyzer_port = start_sink()
     mco = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "mco_py.cli",
             "collector",
-            "--no-stream",
+            "--analyzer",
+            f"127.0.0.1:{analyzer_port}",
             "--bio-backend",
             "libbpf",
             "--interval",
@@ -131,12 +134,15 @@ def side_by_side(duration: float) -> dict[str, dict[str, float]]:
         samples = metric(scrape(mco_url), "mco_collector_samples_total") - start_samples
         duration_sum = metric(scrape(mco_url), "mco_collector_sample_duration_seconds_sum")
         duration_count = metric(scrape(mco_url), "mco_collector_sample_duration_seconds_count")
+        streamed = metric(scrape(mco_url), f'mco_collector_samples_sent_total{{analyzer="127.0.0.1:{analyzer_port}"}}')
     finally:
         for p in (mco, ne):
             p.terminate()
             p.wait(timeout=15)
+        analyzer.stop(None)
     return {
-        "mco collector (libbpf, 1 s, scraped 1/s)": {
+        "mco collector (libbpf, 1 s, streaming, scraped 1/s)": {
+            "samples_acknowledged_by_analyzer": streamed,
             "wall_s": wall,
             "cpu_percent_of_one_core": 100 * cpu["mco"] / wall,
             "cpu_ms_per_sample": 1000 * cpu["mco"] / max(samples, 1),
@@ -152,6 +158,27 @@ def side_by_side(duration: float) -> dict[str, dict[str, float]]:
             "rss_mib_max": rss_max["ne"],
         },
     }
+
+
+def start_sink() -> tuple[Any, int]:
+    """A minimal analyzer in this process that acknowledges every batch."""
+    from concurrent import futures
+
+    import grpc
+
+    from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
+    from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
+
+    class Sink(pb_grpc.AnalyzerServicer):
+        def StreamSamples(self, request_iterator, context):  # type: ignore[no-untyped-def]
+            for batch in request_iterator:
+                yield pb.Control(ack=pb.Ack(sequence=batch.sequence, accepted=len(batch.samples)))
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    pb_grpc.add_AnalyzerServicer_to_server(Sink(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
 
 
 def busy_jiffies() -> int:
