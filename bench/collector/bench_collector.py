@@ -38,14 +38,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def proc_cpu_s(pid: int) -> float:
-    """CPU time of every thread of ``pid``, from per-task schedstat (ns; finer than the tick-based stat)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-    return total / 1e9
+    """utime + stime of ``pid`` (includes threads that already exited, e.g. per-scrape HTTP threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def proc_rss_mib(pid: int) -> float:
