@@ -225,3 +225,31 @@ def test_too_few_requests_is_insufficient_data() -> None:
     assert reading.absence is Absence.INSUFFICIENT_DATA
     assert reading.events is not None
     assert reading.events >= 50
+
+
+@pytest.mark.root
+@needs_root
+def test_tracefs_mounted_when_needed(tmp_path: Path) -> None:
+    """An unmounted tracefs root is mounted by the backend; its instance is removed on close."""
+    mount_point = tmp_path / "tracing"
+    mount_point.mkdir()
+    source = BioLatencySource(
+        BioConfig(backend="tracefs"), proc_root=Path("/proc"), sys_root=Path("/sys"), tracefs_root=mount_point
+    )
+    ours: list[Path] = []
+    try:
+        assert source.backend == "tracefs", source.failures
+        assert (mount_point / "instances").is_dir()
+        ours = [p for p in (mount_point / "instances").iterdir() if p.name.startswith(f"mco-{os.getpid()}-")]
+        assert len(ours) == 1
+        source.read(0.0)
+        direct_writes(100)
+        time.sleep(0.3)
+        requests = node(source.read(1.0), REQUESTS)
+        assert requests.value is not None
+        assert requests.value >= 100
+        source.close()
+        assert not ours[0].exists(), "instance removed on close"
+    finally:
+        source.close()
+        subprocess.run(["umount", str(mount_point)], check=False)
