@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -155,3 +156,30 @@ def test_sigterm_cleans_up(backend: str) -> None:
     assert "collector stopped" in rest
     assert not any(p.exists() for p in instances)
     assert "Traceback" not in rest
+
+
+def test_config_file_and_env(tmp_path: Path, host_tree: Path) -> None:
+    config = tmp_path / "collector.yaml"
+    config.write_text(f"proc_root: {host_tree / 'proc'}\nsys_root: {host_tree / 'sys'}\nbio_backend: diskstats\n")
+    env = {**os.environ, "NODE_NAME": "from-env", "MCO_COLLECTOR_INTERVAL_S": "0.1"}
+    result = subprocess.run(
+        [*MCO, "--config", str(config), "--once", "-o", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    sample = json.loads(result.stdout)
+    assert sample["node"] == "from-env"
+    assert sample["backends"]["bio"] == "diskstats-average"
+    missing = subprocess.run(
+        [*MCO, "--config", str(tmp_path / "nope.yaml"), "--once"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert missing.returncode == 2
+    assert "nope.yaml: cannot read" in missing.stderr
