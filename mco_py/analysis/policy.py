@@ -181,10 +181,11 @@ def filter_node(
     ``labels=None`` means the node's labels are not known: the Kata rule cannot be
     checked and the node passes (fail open).
     """
+    kata_unchecked = False
     if needs_kata(runtime_class, settings):
         if labels is None:
-            return _PASS_LABELS_UNKNOWN
-        if labels.get(KATA_LABEL) != KATA_LABEL_VALUE:
+            kata_unchecked = True  # fail open on the Kata rule, still apply the report
+        elif labels.get(KATA_LABEL) != KATA_LABEL_VALUE:
             return Verdict(
                 False,
                 f"mco: node {node} has no label {KATA_LABEL}={KATA_LABEL_VALUE} "
@@ -192,10 +193,10 @@ def filter_node(
                 "kata",
             )
     if state.report is None:
-        return _PASS_FALLBACK
+        return _PASS_LABELS_UNKNOWN if kata_unchecked else _PASS_FALLBACK
     assessment = state.report.by_name.get(node)
     if assessment is None or assessment.level is Level.UNKNOWN:
-        return _PASS_NO_DATA
+        return _PASS_LABELS_UNKNOWN if kata_unchecked else _PASS_NO_DATA
     for signal, threshold in settings.hard_constraints.items():
         value = assessment.signals.get(signal)
         if value is not None and value > threshold:
@@ -204,7 +205,7 @@ def filter_node(
                 f"mco: node {node} {signal}={value:g} > threshold {threshold:g} ({_age_text(state)})",
                 "constraint",
             )
-    return _PASS_OK
+    return _PASS_LABELS_UNKNOWN if kata_unchecked else _PASS_OK
 
 
 def _raw_score(state: ReportState, node: str, settings: PolicySettings) -> float:
