@@ -1,0 +1,81 @@
+"""Extender config file: defaults, camelCase keys, validation naming the key, flags override."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mco_py.errors import ConfigError
+from mco_py.extender.config import ExtenderConfig, config_from_mapping, load_config, with_overrides
+
+
+def test_defaults_match_the_seed_arguments(tmp_path):
+    cfg = load_config(tmp_path / "absent.yaml")
+    assert cfg == ExtenderConfig()
+    assert cfg.cr_name == "cluster" and cfg.policy.ttl_seconds == 30
+    assert dict(cfg.policy.hard_constraints) == {"psiMemoryFullAvg10": 0.0, "psiIoSomeAvg10": 20.0}
+    assert cfg.policy.fallback_when_outdated and cfg.volcano_version == "1.9"
+    assert cfg.policy.kata_runtime_class_prefixes == ("kata",) and cfg.port == 9879
+
+
+def test_full_file(tmp_path):
+    path = tmp_path / "extender.yaml"
+    path.write_text(
+        "mode: cluster\ncrName: other\ncrStatusTTLSeconds: 5\nfallbackWhenCROutdated: false\n"
+        "hardConstraints:\n  psiMemoryFullAvg10: null\n  psiIoSomeAvg10Threshold: 35\n  bioLatencyP99Ms: 50\n"
+        "volcanoVersion: 1.12\nkataRuntimeClassPrefixes: [kata, secure]\nscoreWeight: 2\nunknownScore: 40\n"
+        "listen: 127.0.0.1:0\nreportFile: /tmp/r.json\nkubeconfig: /k\nmaxBodyBytes: 2048\ndecoder: stdlib\n"
+    )
+    cfg = load_config(path, required=True)
+    assert cfg.mode == "cluster" and cfg.cr_name == "other" and cfg.kubeconfig == "/k"
+    assert dict(cfg.policy.hard_constraints) == {"psiIoSomeAvg10": 35.0, "bioLatencyP99Ms": 50.0}
+    assert cfg.volcano_version == "1.10" and cfg.policy.score_weight == 2.0 and cfg.policy.unknown_score == 40
+    assert (cfg.host, cfg.port) == ("127.0.0.1", 0) and cfg.report_file == Path("/tmp/r.json")
+    assert not cfg.policy.fallback_when_outdated and cfg.decoder == "stdlib" and cfg.max_body_bytes == 2048
+
+
+@pytest.mark.parametrize(
+    ("doc", "names"),
+    [
+        ({"crStatusTTLSeconds": "30s"}, "crStatusTTLSeconds"),
+        ({"crStatusTTLSeconds": 0}, "crStatusTTLSeconds"),
+        ({"hardConstraints": {"psiBogus": 1}}, "hardConstraints.psiBogus"),
+        ({"hardConstraints": {"psiIoSomeAvg10": "high"}}, "hardConstraints.psiIoSomeAvg10"),
+        ({"hardConstraints": [1]}, "hardConstraints"),
+        ({"volcanoVersion": "1.8"}, "volcanoVersion"),
+        ({"volcanoVersion": "latest"}, "volcanoVersion"),
+        ({"mode": "k8s"}, "mode"),
+        ({"listen": "9879"}, "listen"),
+        ({"listen": ":99999"}, "listen"),
+        ({"scoreWeight": -1}, "scoreWeight"),
+        ({"unknownScore": 101}, "unknownScore"),
+        ({"kataRuntimeClassPrefixes": "kata"}, "kataRuntimeClassPrefixes"),
+        ({"fallbackWhenCROutdated": "yes"}, "fallbackWhenCROutdated"),
+        ({"maxBodyBytes": 10}, "maxBodyBytes"),
+        ({"crname": "x"}, "crname"),
+    ],
+)
+def test_bad_values_name_the_key(doc, names):
+    with pytest.raises(ConfigError, match=names.replace(".", r"\.")):
+        config_from_mapping(doc, source="extender.yaml")
+
+
+def test_bad_yaml_and_required_missing_file(tmp_path):
+    path = tmp_path / "x.yaml"
+    path.write_text("a: [")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml", required=True)
+
+
+def test_flags_override_file():
+    cfg = with_overrides(
+        config_from_mapping({"crStatusTTLSeconds": 10, "listen": ":1"}),
+        {"listen": "127.0.0.1:0", "ttl_seconds": 3.0, "volcano_version": "v1.10.0", "mode": None},
+    )
+    assert (cfg.host, cfg.port, cfg.policy.ttl_seconds, cfg.volcano_version, cfg.mode) == (
+        "127.0.0.1", 0, 3.0, "1.10", "standalone")
+    with pytest.raises(ConfigError, match="--listen"):
+        with_overrides(cfg, {"listen": "nope"})
