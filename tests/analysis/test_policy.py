@@ -36,13 +36,13 @@ def state_of(rep: Report | None, now: float = NOW, settings: PolicySettings = SE
     return report_state(index_report(rep) if rep else None, now=now, settings=settings, **kw)
 
 
-NOISY = report(node("w1", Level.HIGH, 81.5, psiIoSomeAvg10=61.2), node("w2"), node("w3", Level.UNKNOWN, 99,
-                                                                                    psiIoSomeAvg10=99.0))
+NOISY = report(
+    node("w1", Level.HIGH, 81.5, psiIoSomeAvg10=61.2), node("w2"), node("w3", Level.UNKNOWN, 99, psiIoSomeAvg10=99.0)
+)
 
 
 def test_rejection_reason_names_node_signal_threshold_and_age():
-    verdict = filter_node(state_of(NOISY, now=NOW + 3), node="w1", labels={}, runtime_class=None,
-                          settings=SETTINGS)
+    verdict = filter_node(state_of(NOISY, now=NOW + 3), node="w1", labels={}, runtime_class=None, settings=SETTINGS)
     assert not verdict.passed
     assert verdict.reason == "mco: node w1 psiIoSomeAvg10=61.2 > threshold 20 (report 3s old)"
     assert verdict.rule == "constraint"
@@ -59,7 +59,8 @@ def test_unknown_and_absent_nodes_pass_as_no_data():
     st_ = state_of(NOISY)
     for name in ("w3", "absent"):
         verdict = filter_node(st_, node=name, labels={}, runtime_class=None, settings=SETTINGS)
-        assert verdict.passed and verdict.rule == "no-data"
+        assert verdict.passed
+        assert verdict.rule == "no-data"
 
 
 @pytest.mark.parametrize(
@@ -73,11 +74,14 @@ def test_unknown_and_absent_nodes_pass_as_no_data():
 )
 def test_basic_mode_passes_everything_except_kata(rep, now, kw, fallback):
     st_ = state_of(rep, now=now, **kw)
-    assert st_.basic_mode and st_.fallback is fallback
+    assert st_.basic_mode
+    assert st_.fallback is fallback
     verdict = filter_node(st_, node="w1", labels={}, runtime_class=None, settings=SETTINGS)
-    assert verdict.passed and verdict.rule == "fallback"
+    assert verdict.passed
+    assert verdict.rule == "fallback"
     kata = filter_node(st_, node="w1", labels={}, runtime_class="kata-qemu", settings=SETTINGS)
-    assert not kata.passed and kata.rule == "kata"
+    assert not kata.passed
+    assert kata.rule == "kata"
     assert len({volcano_score(st_, n, SETTINGS) for n in ("w1", "w2", "x")}) == 1
     assert len({kube_score(st_, n, SETTINGS) for n in ("w1", "w2", "x")}) == 1
 
@@ -90,7 +94,8 @@ def test_ttl_boundary_and_skew():
 def test_outdated_report_in_use_when_fallback_disabled():
     settings = PolicySettings(fallback_when_outdated=False)
     st_ = state_of(NOISY, now=NOW + 600, settings=settings)
-    assert not st_.basic_mode and st_.outdated_in_use
+    assert not st_.basic_mode
+    assert st_.outdated_in_use
     assert not filter_node(st_, node="w1", labels={}, runtime_class=None, settings=settings).passed
     # a future-dated report is a clock problem: still basic mode
     assert state_of(NOISY, now=NOW - 600, settings=settings).basic_mode
@@ -100,12 +105,12 @@ def test_kata_rule():
     st_ = state_of(NOISY)
     kata_labels = {KATA_LABEL: "true"}
     assert filter_node(st_, node="w2", labels=kata_labels, runtime_class="kata-clh", settings=SETTINGS).passed
-    assert not filter_node(st_, node="w2", labels={KATA_LABEL: "false"}, runtime_class="kata",
-                           settings=SETTINGS).passed
+    assert not filter_node(st_, node="w2", labels={KATA_LABEL: "false"}, runtime_class="kata", settings=SETTINGS).passed
     assert filter_node(st_, node="w2", labels={}, runtime_class="runc", settings=SETTINGS).passed
     # labels unknown: the Kata rule fails open, the report still applies
     unknown = filter_node(st_, node="w2", labels=None, runtime_class="kata", settings=SETTINGS)
-    assert unknown.passed and unknown.rule == "labels-unknown"
+    assert unknown.passed
+    assert unknown.rule == "labels-unknown"
     assert not filter_node(st_, node="w1", labels=None, runtime_class="kata", settings=SETTINGS).passed
     # a Kata node with high interference is still rejected by the constraint
     assert not filter_node(st_, node="w1", labels=kata_labels, runtime_class="kata", settings=SETTINGS).passed
@@ -138,11 +143,12 @@ finite = st.floats(allow_nan=True, allow_infinity=True)
     signals=st.dictionaries(st.sampled_from(SIGNAL_NAMES), finite, max_size=4),
     age=st.floats(min_value=-100, max_value=100),
 )
-def test_scores_always_in_range_and_filter_never_raises(score, level, weight, unknown, signals, age):
+def test_scores_always_in_range_and_filter_never_raises(*, score, level, weight, unknown, signals, age):
     settings = PolicySettings(score_weight=weight, unknown_score=unknown)
     st_ = state_of(report(node("n", level, score, **signals)), now=NOW + age, settings=settings)
     v = volcano_score(st_, "n", settings)
-    assert math.isfinite(v) and 0.0 <= v <= 100.0 * weight + 1e-9
+    assert math.isfinite(v)
+    assert 0.0 <= v <= 100.0 * weight + 1e-9
     assert 0 <= kube_score(st_, "n", settings) <= 10
     verdict = filter_node(st_, node="n", labels=None, runtime_class="kata", settings=settings)
     assert verdict.passed or verdict.reason.startswith("mco: node n ")

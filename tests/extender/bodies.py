@@ -47,12 +47,19 @@ def pod(
                 },
                 "volumeMounts": [
                     {"name": "config", "mountPath": "/etc/app"},
-                    {"name": "kube-api-access", "readOnly": True,
-                     "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"},
+                    {
+                        "name": "kube-api-access",
+                        "readOnly": True,
+                        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                    },
                 ],
-                "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080 + c, "scheme": "HTTP"},
-                                  "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
-                                  "failureThreshold": 3},
+                "livenessProbe": {
+                    "httpGet": {"path": "/healthz", "port": 8080 + c, "scheme": "HTTP"},
+                    "timeoutSeconds": 1,
+                    "periodSeconds": 10,
+                    "successThreshold": 1,
+                    "failureThreshold": 3,
+                },
                 "terminationMessagePath": "/dev/termination-log",
                 "terminationMessagePolicy": "File",
                 "imagePullPolicy": "IfNotPresent",
@@ -74,10 +81,16 @@ def pod(
     spec: dict[str, Any] = {
         "volumes": [
             {"name": "config", "configMap": {"name": f"{name}-config", "defaultMode": 420}},
-            {"name": "kube-api-access", "projected": {"sources": [
-                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-            ], "defaultMode": 420}},
+            {
+                "name": "kube-api-access",
+                "projected": {
+                    "sources": [
+                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    ],
+                    "defaultMode": 420,
+                },
+            },
         ],
         "containers": spec_containers,
         "restartPolicy": "Always",
@@ -88,10 +101,18 @@ def pod(
         "securityContext": {},
         "schedulerName": "volcano",
         "tolerations": [
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-             "tolerationSeconds": 300},
-            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-             "tolerationSeconds": 300},
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
         ],
         "priority": 0,
         "enableServiceLinks": True,
@@ -110,14 +131,30 @@ def pod(
             "creationTimestamp": "2026-11-29T20:00:00Z",
             "labels": {"app": name.rsplit("-", 1)[0], "volcano.sh/job-name": "job-a", "tier": "offline"},
             "annotations": {"scheduling.k8s.io/group-name": "job-a-pg", "volcano.sh/task-spec": "worker"},
-            "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "job-a",
-                                 "uid": _uid("job-a"), "controller": True, "blockOwnerDeletion": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "Job",
+                    "name": "job-a",
+                    "uid": _uid("job-a"),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
             "managedFields": [
-                {"manager": "vc-controller-manager", "operation": "Update", "apiVersion": "v1",
-                 "time": "2026-11-29T20:00:00Z", "fieldsType": "FieldsV1",
-                 "fieldsV1": {"f:metadata": {"f:labels": {f"f:label{i}": {} for i in range(10)}},
-                              "f:spec": {"f:containers": {f'k:{{"name":"{name}-c{c}"}}': {"f:env": {}}
-                                                          for c in range(containers)}}}},
+                {
+                    "manager": "vc-controller-manager",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": "2026-11-29T20:00:00Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {
+                        "f:metadata": {"f:labels": {f"f:label{i}": {} for i in range(10)}},
+                        "f:spec": {
+                            "f:containers": {f'k:{{"name":"{name}-c{c}"}}': {"f:env": {}} for c in range(containers)}
+                        },
+                    },
+                },
             ],
         },
         "spec": spec,
@@ -157,28 +194,50 @@ def node(name: str, *, kata: bool = False, images: int = 20) -> dict[str, Any]:
             "resourceVersion": "987654",
             "creationTimestamp": "2026-11-01T00:00:00Z",
             "labels": labels,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0",
-                            "volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            },
         },
         "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]},
         "status": {
             "capacity": {"cpu": "128", "memory": "528280928Ki", "pods": "110", "ephemeral-storage": "960Gi"},
             "allocatable": {"cpu": "127", "memory": "527000000Ki", "pods": "110", "ephemeral-storage": "900Gi"},
             "conditions": [
-                {"type": t, "status": "False" if t != "Ready" else "True",
-                 "lastHeartbeatTime": "2026-11-29T22:00:00Z", "lastTransitionTime": "2026-11-01T00:00:00Z",
-                 "reason": f"Kubelet{t}", "message": f"kubelet reports {t}"}
+                {
+                    "type": t,
+                    "status": "False" if t != "Ready" else "True",
+                    "lastHeartbeatTime": "2026-11-29T22:00:00Z",
+                    "lastTransitionTime": "2026-11-01T00:00:00Z",
+                    "reason": f"Kubelet{t}",
+                    "message": f"kubelet reports {t}",
+                }
                 for t in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
             ],
             "addresses": [{"type": "InternalIP", "address": "10.0.0.11"}, {"type": "Hostname", "address": name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {"machineID": "ab" * 16, "systemUUID": _uid(name), "bootID": _uid(name + "boot"),
-                         "kernelVersion": "6.1.0-27-amd64", "osImage": "Debian GNU/Linux 12 (bookworm)",
-                         "containerRuntimeVersion": "containerd://1.6.20", "kubeletVersion": "v1.30.4",
-                         "kubeProxyVersion": "v1.30.4", "operatingSystem": "linux", "architecture": "amd64"},
-            "images": [{"names": [f"registry.example.com/team/image-{i}@sha256:{'ef' * 32}",
-                                  f"registry.example.com/team/image-{i}:v{i}"], "sizeBytes": 12345678 + i}
-                       for i in range(images)],
+            "nodeInfo": {
+                "machineID": "ab" * 16,
+                "systemUUID": _uid(name),
+                "bootID": _uid(name + "boot"),
+                "kernelVersion": "6.1.0-27-amd64",
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "containerRuntimeVersion": "containerd://1.6.20",
+                "kubeletVersion": "v1.30.4",
+                "kubeProxyVersion": "v1.30.4",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+            "images": [
+                {
+                    "names": [
+                        f"registry.example.com/team/image-{i}@sha256:{'ef' * 32}",
+                        f"registry.example.com/team/image-{i}:v{i}",
+                    ],
+                    "sizeBytes": 12345678 + i,
+                }
+                for i in range(images)
+            ],
         },
     }
 
@@ -241,8 +300,9 @@ def node_info(name: str, *, pods: int, kata: bool = False) -> dict[str, Any]:
         "OversubscriptionNode": False,
         "OfflineJobEvicting": False,
         "OversubscriptionResource": _resource(0, 0),
-        "ImageStates": {f"registry.example.com/team/image-{i}:v{i}": {"Size": 12345678 + i, "NumNodes": 3}
-                        for i in range(20)},
+        "ImageStates": {
+            f"registry.example.com/team/image-{i}:v{i}": {"Size": 12345678 + i, "NumNodes": 3} for i in range(20)
+        },
         "Others": {},
     }
 
@@ -251,8 +311,9 @@ def pending_task(name: str = "web-0", runtime_class: str | None = None) -> dict[
     return task_info(pod(name, runtime_class=runtime_class))
 
 
-def predicate_body(node_name: str = "worker-1", *, pods: int = 8, kata: bool = False,
-                   runtime_class: str | None = None) -> dict[str, Any]:
+def predicate_body(
+    node_name: str = "worker-1", *, pods: int = 8, kata: bool = False, runtime_class: str | None = None
+) -> dict[str, Any]:
     return {"task": pending_task(runtime_class=runtime_class), "node": node_info(node_name, pods=pods, kata=kata)}
 
 
@@ -275,8 +336,9 @@ def prioritize_bytes(nodes: int, *, pods: int = 10) -> bytes:
     return b"".join(parts)
 
 
-def kube_args(nodes: list[dict[str, Any]] | None, names: list[str] | None, *,
-              runtime_class: str | None = None) -> dict[str, Any]:
+def kube_args(
+    nodes: list[dict[str, Any]] | None, names: list[str] | None, *, runtime_class: str | None = None
+) -> dict[str, Any]:
     """kube-scheduler ``ExtenderArgs`` (Go field names; Pod/Nodes are Kubernetes JSON)."""
     return {
         "Pod": pod("web-0", runtime_class=runtime_class),

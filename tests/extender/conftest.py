@@ -49,8 +49,12 @@ class ReportFile:
     path: Path
 
     def write(self, nodes: list[NodeAssessment] | None = None, *, updated: float = NOW) -> None:
-        report = Report(last_update_time=updated, analyzer_identity="test", rules_version="1",
-                        nodes=tuple(sample_nodes() if nodes is None else nodes))
+        report = Report(
+            last_update_time=updated,
+            analyzer_identity="test",
+            rules_version="1",
+            nodes=tuple(sample_nodes() if nodes is None else nodes),
+        )
         FileReportStore(self.path).write(report)
 
     def write_raw(self, data: bytes) -> None:
@@ -80,8 +84,9 @@ class Extender:
     def port(self) -> int:
         return self.server.port
 
-    def request(self, method: str, path: str, body: bytes | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, bytes, http.client.HTTPResponse]:
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes, http.client.HTTPResponse]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         self.conns.append(conn)
         conn.request(method, path, body=body, headers={"Content-Type": "application/json", **(headers or {})})
@@ -101,8 +106,15 @@ class Extender:
 def make_extender(report_file: ReportFile, clock: Clock) -> Iterator[Callable[..., Extender]]:
     started: list[Extender] = []
 
-    def _make(*, policy: PolicySettings | None = None, decoder: str = "msgspec", volcano_version: str = "1.9",
-              max_body: int = 128 * 1024 * 1024, source: Any = None, labels: Any = None) -> Extender:
+    def _make(
+        *,
+        policy: PolicySettings | None = None,
+        decoder: str = "msgspec",
+        volcano_version: str = "1.9",
+        max_body: int = 128 * 1024 * 1024,
+        source: Any = None,
+        labels: Any = None,
+    ) -> Extender:
         registry = CollectorRegistry()
         app = ExtenderApp(
             policy=policy or PolicySettings(),

@@ -72,8 +72,12 @@ def volcano_predicate_v19(raw: bytes) -> PredicateResult:
             continue
         if not isinstance(item, dict):
             raise GoDecodeError(f"v1.9 status[{i}] must be an object, got {item!r}")
-        decoded.append((_go_int(_field(item, "Code"), f"status[{i}].Code"),
-                        _go_string(_field(item, "Reason"), f"status[{i}].Reason")))
+        decoded.append(
+            (
+                _go_int(_field(item, "Code"), f"status[{i}].Code"),
+                _go_string(_field(item, "Reason"), f"status[{i}].Reason"),
+            )
+        )
     rejected = [(c, r) for c, r in decoded if c != 0]
     if not rejected:
         return PredicateResult(True, "", 0)

@@ -13,10 +13,13 @@ from mco_py.extender.config import ExtenderConfig, config_from_mapping, load_con
 def test_defaults_match_the_seed_arguments(tmp_path):
     cfg = load_config(tmp_path / "absent.yaml")
     assert cfg == ExtenderConfig()
-    assert cfg.cr_name == "cluster" and cfg.policy.ttl_seconds == 30
+    assert cfg.cr_name == "cluster"
+    assert cfg.policy.ttl_seconds == 30
     assert dict(cfg.policy.hard_constraints) == {"psiMemoryFullAvg10": 0.0, "psiIoSomeAvg10": 20.0}
-    assert cfg.policy.fallback_when_outdated and cfg.volcano_version == "1.9"
-    assert cfg.policy.kata_runtime_class_prefixes == ("kata",) and cfg.port == 9879
+    assert cfg.policy.fallback_when_outdated
+    assert cfg.volcano_version == "1.9"
+    assert cfg.policy.kata_runtime_class_prefixes == ("kata",)
+    assert cfg.port == 9879
 
 
 def test_full_file(tmp_path):
@@ -28,11 +31,18 @@ def test_full_file(tmp_path):
         "listen: 127.0.0.1:0\nreportFile: /tmp/r.json\nkubeconfig: /k\nmaxBodyBytes: 2048\ndecoder: stdlib\n"
     )
     cfg = load_config(path, required=True)
-    assert cfg.mode == "cluster" and cfg.cr_name == "other" and cfg.kubeconfig == "/k"
+    assert cfg.mode == "cluster"
+    assert cfg.cr_name == "other"
+    assert cfg.kubeconfig == "/k"
     assert dict(cfg.policy.hard_constraints) == {"psiIoSomeAvg10": 35.0, "bioLatencyP99Ms": 50.0}
-    assert cfg.volcano_version == "1.10" and cfg.policy.score_weight == 2.0 and cfg.policy.unknown_score == 40
-    assert (cfg.host, cfg.port) == ("127.0.0.1", 0) and cfg.report_file == Path("/tmp/r.json")
-    assert not cfg.policy.fallback_when_outdated and cfg.decoder == "stdlib" and cfg.max_body_bytes == 2048
+    assert cfg.volcano_version == "1.10"
+    assert cfg.policy.score_weight == 2.0
+    assert cfg.policy.unknown_score == 40
+    assert (cfg.host, cfg.port) == ("127.0.0.1", 0)
+    assert cfg.report_file == Path("/tmp/r.json")
+    assert not cfg.policy.fallback_when_outdated
+    assert cfg.decoder == "stdlib"
+    assert cfg.max_body_bytes == 2048
 
 
 @pytest.mark.parametrize(
@@ -76,6 +86,11 @@ def test_flags_override_file():
         {"listen": "127.0.0.1:0", "ttl_seconds": 3.0, "volcano_version": "v1.10.0", "mode": None},
     )
     assert (cfg.host, cfg.port, cfg.policy.ttl_seconds, cfg.volcano_version, cfg.mode) == (
-        "127.0.0.1", 0, 3.0, "1.10", "standalone")
+        "127.0.0.1",
+        0,
+        3.0,
+        "1.10",
+        "standalone",
+    )
     with pytest.raises(ConfigError, match="--listen"):
         with_overrides(cfg, {"listen": "nope"})

@@ -65,9 +65,12 @@ def test_reply_formats_are_exactly_the_documented_ones(make_extender, fresh):
     assert json.loads(ext.post(V110, body)[1]) == {"status": ""}
     body = bodies.dumps(bodies.predicate_body("worker-1"))
     v19 = json.loads(ext.post(V19, body)[1])
-    assert list(v19) == ["status"] and list(v19["status"][0]) == ["Code", "Reason"]
+    assert list(v19) == ["status"]
+    assert list(v19["status"][0]) == ["Code", "Reason"]
     v110 = json.loads(ext.post(V110, body)[1])
-    assert set(v110) == {"status", "code"} and isinstance(v110["status"], str) and v110["code"] == 2
+    assert set(v110) == {"status", "code"}
+    assert isinstance(v110["status"], str)
+    assert v110["code"] == 2
     # a v1.9 reject must not decode as a v1.10 reply and vice versa: the version really matters
     with pytest.raises(go_contract.GoDecodeError):
         go_contract.volcano_predicate_v110(json.dumps(v19).encode())
@@ -75,8 +78,10 @@ def test_reply_formats_are_exactly_the_documented_ones(make_extender, fresh):
         go_contract.volcano_predicate_v19(json.dumps(v110).encode())
 
 
-@pytest.mark.parametrize(("configured", "decoder"), [("1.9", go_contract.volcano_predicate_v19),
-                                                     ("1.10", go_contract.volcano_predicate_v110)])
+@pytest.mark.parametrize(
+    ("configured", "decoder"),
+    [("1.9", go_contract.volcano_predicate_v19), ("1.10", go_contract.volcano_predicate_v110)],
+)
 def test_unversioned_route_uses_configured_version(make_extender, fresh, configured, decoder):
     ext = make_extender(volcano_version=configured)
     status, data = ext.post("/volcano/predicate", bodies.dumps(bodies.predicate_body("worker-1")))
@@ -87,7 +92,8 @@ def test_unversioned_route_uses_configured_version(make_extender, fresh, configu
 def test_later_volcano_versions_get_the_1_10_format_and_double_slashes_work(make_extender, fresh):
     ext = make_extender()
     status, data = ext.post("/volcano/v1.12//predicate", bodies.dumps(bodies.predicate_body("worker-1")))
-    assert status == 200 and not go_contract.volcano_predicate_v110(data).passed
+    assert status == 200
+    assert not go_contract.volcano_predicate_v110(data).passed
     status, _ = ext.post("/volcano/v1.8/predicate", b"{}")
     assert status == 404
 
@@ -110,17 +116,21 @@ def test_prioritize_scores_every_candidate_lower_interference_higher(make_extend
 
 def test_prioritize_in_fallback_gives_equal_scores(make_extender, report_file):
     ext = make_extender()  # no report file
-    scores = go_contract.volcano_prioritize(ext.post("/volcano/v1.10/prioritize",
-                                                     bodies.dumps(bodies.prioritize_body(4, pods=1)))[1])
-    assert len(scores) == 4 and len(set(scores.values())) == 1
+    scores = go_contract.volcano_prioritize(
+        ext.post("/volcano/v1.10/prioritize", bodies.dumps(bodies.prioritize_body(4, pods=1)))[1]
+    )
+    assert len(scores) == 4
+    assert len(set(scores.values())) == 1
 
 
 # -- fallback (basic mode) -----------------------------------------------------
 
 
 def _fallback_state(ext):
-    return {r: ext.metric("mco_extender_fallback", {"reason": r}) for r in
-            ("none", "missing", "unreadable", "stale", "future")}
+    return {
+        r: ext.metric("mco_extender_fallback", {"reason": r})
+        for r in ("none", "missing", "unreadable", "stale", "future")
+    }
 
 
 @pytest.mark.parametrize(
@@ -141,8 +151,12 @@ def test_unusable_report_means_basic_mode(make_extender, report_file, setup, rea
         assert predicate(ext, path, "worker-1").passed  # would be rejected with a usable report
     assert ext.metric("mco_extender_basic_mode") == 1.0
     assert _fallback_state(ext)[reason] == 1.0
-    assert ext.metric("mco_extender_decisions_total",
-                      {"verb": "volcano_predicate", "result": "pass", "reason": "fallback"}) == 2.0
+    assert (
+        ext.metric(
+            "mco_extender_decisions_total", {"verb": "volcano_predicate", "result": "pass", "reason": "fallback"}
+        )
+        == 2.0
+    )
 
 
 def test_report_within_ttl_and_small_skew_is_used(make_extender, report_file):
@@ -169,7 +183,8 @@ def test_outdated_report_kept_when_fallback_disabled(make_extender, report_file,
     report_file.write(updated=NOW - 3600)
     ext = make_extender(policy=PolicySettings(fallback_when_outdated=False))
     result = predicate(ext, V19)
-    assert not result.passed and "report 3600s old" in result.reason
+    assert not result.passed
+    assert "report 3600s old" in result.reason
     assert ext.metric("mco_extender_report_outdated_in_use") == 1.0
     assert ext.metric("mco_extender_report_age_seconds") == pytest.approx(3600)
 
@@ -184,7 +199,8 @@ def test_kata_pod_only_fits_kata_nodes(make_extender, report_file, with_report):
     ext = make_extender()
     rejected = predicate(ext, V110, "worker-2", runtime_class="kata-qemu")
     assert not rejected.passed
-    assert "katacontainers.io/kata-runtime=true" in rejected.reason and "kata-qemu" in rejected.reason
+    assert "katacontainers.io/kata-runtime=true" in rejected.reason
+    assert "kata-qemu" in rejected.reason
     assert predicate(ext, V110, "kata-1", kata=True, runtime_class="kata-qemu").passed
     assert predicate(ext, V110, "worker-2", runtime_class="runc").passed
     assert predicate(ext, V110, "worker-2").passed
@@ -212,9 +228,11 @@ def test_kube_filter_with_full_nodes_echoes_survivor_objects(make_extender, fres
     result = go_contract.kube_filter(data)
     assert result.error == ""
     assert [n["metadata"]["name"] for n in result.node_items or []] == ["worker-2", "worker-3"]
-    assert result.node_items and result.node_items[0] == nodes[1]  # the whole object, unchanged
+    assert result.node_items
+    assert result.node_items[0] == nodes[1]
     assert result.node_names is None
-    assert set(result.failed) == {"worker-1"} and "psiIoSomeAvg10=61.2" in result.failed["worker-1"]
+    assert set(result.failed) == {"worker-1"}
+    assert "psiIoSomeAvg10=61.2" in result.failed["worker-1"]
 
 
 def test_kube_filter_node_cache_capable_echoes_names(make_extender, fresh):
@@ -223,7 +241,8 @@ def test_kube_filter_node_cache_capable_echoes_names(make_extender, fresh):
     result = go_contract.kube_filter(ext.post("/kube/filter", bodies.dumps(body))[1])
     # no labels known in standalone mode: the Kata rule cannot be checked and fails open
     assert result.node_names == ["worker-2", "elsewhere"]
-    assert result.node_items is None and set(result.failed) == {"worker-1"}
+    assert result.node_items is None
+    assert set(result.failed) == {"worker-1"}
 
 
 def test_kube_filter_applies_kata_rule_from_node_labels(make_extender, report_file):
@@ -269,11 +288,24 @@ def _recase(obj, mapping):
 def test_case_insensitive_keys_decode_the_same(make_extender, fresh, decoder):
     ext = make_extender(decoder=decoder)
     body = bodies.predicate_body("worker-4", runtime_class="kata-qemu", kata=True)
-    odd = _recase(body, {"task": "TASK", "Pod": "pod", "node": "NODE", "Name": "name", "Node": "node",
-                         "runtimeClassName": "RuntimeClassName", "labels": "Labels", "spec": "Spec"})
+    odd = _recase(
+        body,
+        {
+            "task": "TASK",
+            "Pod": "pod",
+            "node": "NODE",
+            "Name": "name",
+            "Node": "node",
+            "runtimeClassName": "RuntimeClassName",
+            "labels": "Labels",
+            "spec": "Spec",
+        },
+    )
     plain = go_contract.volcano_predicate_v19(ext.post(V19, bodies.dumps(body))[1])
     recased = go_contract.volcano_predicate_v19(ext.post(V19, bodies.dumps(odd))[1])
-    assert plain == recased and not plain.passed and "psiMemoryFullAvg10" in plain.reason
+    assert plain == recased
+    assert not plain.passed
+    assert "psiMemoryFullAvg10" in plain.reason
     # the Kata rule is still found when only runtimeClassName is spelled differently
     body = bodies.predicate_body("worker-2", runtime_class="kata-qemu")
     body["task"]["Pod"]["spec"]["RUNTIMECLASSNAME"] = body["task"]["Pod"]["spec"].pop("runtimeClassName")
@@ -295,8 +327,10 @@ def test_expect_100_continue_is_answered(make_extender, fresh):
     ext = make_extender()
     body = bodies.dumps(bodies.predicate_body("worker-1", pods=40))
     with socket.create_connection(("127.0.0.1", ext.port), timeout=10) as sock:
-        sock.sendall(b"POST /volcano/v1.9/predicate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        sock.sendall(
+            b"POST /volcano/v1.9/predicate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
         interim = sock.recv(100)
         assert interim.startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
         sock.sendall(body)
@@ -306,7 +340,7 @@ def test_expect_100_continue_is_answered(make_extender, fresh):
             if not chunk:
                 break
             reply += chunk
-    head, _, payload = interim[len(b"HTTP/1.1 100 Continue\r\n\r\n"):].__add__(reply).partition(b"\r\n\r\n")
+    head, _, payload = interim[len(b"HTTP/1.1 100 Continue\r\n\r\n") :].__add__(reply).partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200")
     assert not go_contract.volcano_predicate_v19(payload).passed
 
@@ -325,19 +359,26 @@ def test_keep_alive_and_pipelined_requests(make_extender, fresh):
                 break
             data += chunk
     first, second = data.split(b"HTTP/1.1 200 OK")[1:]
-    assert b'"code":2' in first and second.endswith(b'{"status":""}')
+    assert b'"code":2' in first
+    assert second.endswith(b'{"status":""}')
 
 
 def test_chunked_request_body(make_extender, fresh):
     ext = make_extender()
     body = bodies.dumps(bodies.predicate_body("worker-1", pods=2))
     conn = http.client.HTTPConnection("127.0.0.1", ext.port, timeout=10)
-    conn.request("POST", V19, body=iter([body[:1000], body[1000:]]), encode_chunked=True,
-                 headers={"Transfer-Encoding": "chunked"})
+    conn.request(
+        "POST",
+        V19,
+        body=iter([body[:1000], body[1000:]]),
+        encode_chunked=True,
+        headers={"Transfer-Encoding": "chunked"},
+    )
     resp = conn.getresponse()
     status, data = resp.status, resp.read()
     conn.close()
-    assert status == 200 and not go_contract.volcano_predicate_v19(data).passed
+    assert status == 200
+    assert not go_contract.volcano_predicate_v19(data).passed
 
 
 def test_body_over_limit_fails_open(make_extender, fresh):
@@ -355,13 +396,20 @@ def test_health_ready_metrics_and_errors(make_extender, fresh):
     ext = make_extender()
     assert ext.request("GET", "/healthz")[:2] == (200, b"ok\n")
     status, data, _ = ext.request("GET", "/readyz")
-    assert status == 200 and b"mode=report" in data
+    assert status == 200
+    assert b"mode=report" in data
     predicate(ext, V19)
     status, data, resp = ext.request("GET", "/metrics")
     text = data.decode()
-    assert status == 200 and resp.getheader("Content-Type").startswith("text/plain")
-    for name in ("mco_extender_decisions_total", "mco_extender_request_duration_seconds_bucket",
-                 "mco_extender_fallback", "mco_extender_report_age_seconds", "mco_extender_decode_errors_total"):
+    assert status == 200
+    assert resp.getheader("Content-Type").startswith("text/plain")
+    for name in (
+        "mco_extender_decisions_total",
+        "mco_extender_request_duration_seconds_bucket",
+        "mco_extender_fallback",
+        "mco_extender_report_age_seconds",
+        "mco_extender_decode_errors_total",
+    ):
         assert name in text
     assert ext.request("GET", "/nope")[0] == 404
     assert ext.request("GET", V19)[0] == 405

@@ -20,7 +20,7 @@ from mco_py.extender.source import NodeLabelCache, WatchReportSource
 from mco_py.kube.watch import Event, Reflector, WatchExpired
 from mco_py.model import format_time
 
-from .conftest import NOW, sample_nodes
+from .conftest import NOW
 
 _STOP = object()
 
@@ -117,7 +117,8 @@ def test_events_reach_the_report_source(started):
     source.start()
     started(source)
     eventually(lambda: lw.watches == ["1"])
-    assert source.snapshot().report is None and "does not exist" in (source.snapshot().problem or "")
+    assert source.snapshot().report is None
+    assert "does not exist" in (source.snapshot().problem or "")
     lw.apply("ADDED", nir(NOW))
     eventually(lambda: rejected(source, NOW))
     lw.apply("MODIFIED", nir(NOW, io=1.0))
@@ -139,7 +140,10 @@ def test_relist_after_410_picks_up_missed_changes(started):
     lw.fail(WatchExpired("too old resource version"))
     eventually(lambda: not rejected(source, NOW))
     status = source.reflector_status()
-    assert lw.lists == 2 and status.expired == 1 and status.relists == 1 and status.connected
+    assert lw.lists == 2
+    assert status.expired == 1
+    assert status.relists == 1
+    assert status.connected
 
 
 def test_api_down_keeps_cache_until_ttl_then_fallback(started):
@@ -200,6 +204,7 @@ def test_node_label_cache(started):
     cache.start()
     started(cache)
     eventually(lambda: cache.labels("n1") == {"a": "b"})
-    assert cache.labels("n2") == {} and cache.labels("n3") is None
+    assert cache.labels("n2") == {}
+    assert cache.labels("n3") is None
     lw.apply("ADDED", {"metadata": {"name": "n3", "labels": {"katacontainers.io/kata-runtime": "true"}}})
     eventually(lambda: cache.labels("n3") == {"katacontainers.io/kata-runtime": "true"})

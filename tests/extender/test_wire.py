@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -26,9 +27,13 @@ def test_fold_get_prefers_exact_then_last_case_insensitive_match():
 def test_realistic_predicate(dec):
     body = bodies.dumps(bodies.predicate_body("worker-9", pods=3, kata=True, runtime_class="kata-qemu"))
     req = dec.volcano_predicate(body)
-    assert req.pod.runtime_class == "kata-qemu" and req.pod.name == "web-0" and req.pod.namespace == "default"
-    assert req.node is not None and req.node.name == "worker-9"
-    assert req.node.labels is not None and req.node.labels[bodies.KATA_LABEL] == "true"
+    assert req.pod.runtime_class == "kata-qemu"
+    assert req.pod.name == "web-0"
+    assert req.pod.namespace == "default"
+    assert req.node is not None
+    assert req.node.name == "worker-9"
+    assert req.node.labels is not None
+    assert req.node.labels[bodies.KATA_LABEL] == "true"
     assert req.slow_path is False or dec.name == "stdlib"
 
 
@@ -38,7 +43,9 @@ def test_fast_path_used_for_volcano_spelling_and_slow_path_for_others():
     assert not dec.volcano_predicate(bodies.dumps(body)).slow_path
     body["node"]["name"] = body["node"].pop("Name")
     req = dec.volcano_predicate(bodies.dumps(body))
-    assert req.slow_path and req.node is not None and req.node.name == "w"
+    assert req.slow_path
+    assert req.node is not None
+    assert req.node.name == "w"
 
 
 def test_node_name_falls_back_to_node_metadata_name():
@@ -46,22 +53,27 @@ def test_node_name_falls_back_to_node_metadata_name():
     del body["node"]["Name"]
     for dec in DECODERS:
         req = dec.volcano_predicate(bodies.dumps(body))
-        assert req.node is not None and req.node.name == "w"
+        assert req.node is not None
+        assert req.node.name == "w"
 
 
 def test_missing_pod_means_unknown_runtime_class_not_a_crash():
     for dec in DECODERS:
         req = dec.volcano_predicate(b'{"node": {"Name": "w"}}')
-        assert req.pod.runtime_class is None and req.node == wire.NodeRef("w", None)
+        assert req.pod.runtime_class is None
+        assert req.node == wire.NodeRef("w", None)
 
 
 def test_wrong_types_are_read_as_unknown():
-    body = {"task": {"Pod": {"spec": {"runtimeClassName": 5}, "metadata": []}},
-            "node": {"Name": "w", "Node": {"metadata": {"labels": {"a": 1, "b": "x"}}}}}
+    body = {
+        "task": {"Pod": {"spec": {"runtimeClassName": 5}, "metadata": []}},
+        "node": {"Name": "w", "Node": {"metadata": {"labels": {"a": 1, "b": "x"}}}},
+    }
     for dec in DECODERS:
         req = dec.volcano_predicate(bodies.dumps(body))
         assert req.pod.runtime_class is None
-        assert req.node is not None and req.node.labels == {"b": "x"}
+        assert req.node is not None
+        assert req.node.labels == {"b": "x"}
 
 
 @pytest.mark.parametrize("raw", [b"", b"nul", b"[1,2]", b'"x"', b"\xff\xfe", b'{"task":'])
@@ -79,21 +91,49 @@ def test_prioritize_and_kube_args_agree_between_decoders():
     pbody = bodies.dumps(bodies.prioritize_body(5, pods=1))
     kbody = bodies.dumps(bodies.kube_args([bodies.node("a"), bodies.node("b", kata=True)], ["a", "b"]))
     fast, slow = DECODERS
-    assert fast.volcano_prioritize(pbody).nodes == slow.volcano_prioritize(pbody).nodes == tuple(
-        f"worker-{i}" for i in range(5))
+    assert (
+        fast.volcano_prioritize(pbody).nodes
+        == slow.volcano_prioritize(pbody).nodes
+        == tuple(f"worker-{i}" for i in range(5))
+    )
     kf, ks = fast.kube_args(kbody), slow.kube_args(kbody)
     assert [(n.name, n.labels) for n in kf.nodes or ()] == [(n.name, n.labels) for n in ks.nodes or ()]
     assert kf.node_names == ks.node_names == ("a", "b")
     # the echoed raw objects encode back to the very same node objects
     assert json.loads(fast.encode([n.raw for n in kf.nodes or ()])) == json.loads(
-        slow.encode([n.raw for n in ks.nodes or ()]))
+        slow.encode([n.raw for n in ks.nodes or ()])
+    )
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(
-        st.sampled_from(["task", "node", "nodes", "Pod", "pod", "Node", "Name", "name", "spec", "metadata",
-                         "labels", "runtimeClassName", "Nodes", "items", "NodeNames", "x"]), children, max_size=5),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "task",
+                    "node",
+                    "nodes",
+                    "Pod",
+                    "pod",
+                    "Node",
+                    "Name",
+                    "name",
+                    "spec",
+                    "metadata",
+                    "labels",
+                    "runtimeClassName",
+                    "Nodes",
+                    "items",
+                    "NodeNames",
+                    "x",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
+    ),
     max_leaves=30,
 )
 
@@ -105,10 +145,8 @@ def test_any_json_or_truncation_gives_data_or_decode_error(doc, cut):
     for body in (raw, raw[:cut]):
         for dec in DECODERS:
             for fn in (dec.volcano_predicate, dec.volcano_prioritize, dec.kube_args):
-                try:
+                with contextlib.suppress(DecodeError):
                     fn(body)
-                except DecodeError:
-                    pass
 
 
 @settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
