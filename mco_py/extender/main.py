@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         )
         labels = NodeLabelCache(KubeListWatch(api, "/api/v1/nodes"))
     else:
-        source = FileReportSource(cfg.report_file)
+        source = FileReportSource(cfg.report_file, recheck_seconds=0.05)  # one stat per 50 ms, not per request
         labels = NoLabels()
 
     app = ExtenderApp(

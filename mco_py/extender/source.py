@@ -14,9 +14,11 @@ from the snapshot whether to use the report or fall back.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,8 +59,13 @@ class ReportSource(Protocol):
 class FileReportSource:
     """Standalone mode: the report file written atomically by the analyzer."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, recheck_seconds: float = 0.0, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         self.path = Path(path)
+        self._recheck = recheck_seconds
+        self._monotonic = monotonic
+        self._checked = -math.inf
         self._stamp: tuple[int, int, int] | None = None
         self._snapshot = Snapshot(None, f"{self.path} not read yet")
         self._lock = threading.Lock()
@@ -74,6 +81,12 @@ class FileReportSource:
         """Nothing runs in the background."""
 
     def snapshot(self) -> Snapshot:
+        """The report; the file is stat-ed at most once per ``recheck_seconds`` (0 = on every call)."""
+        if self._recheck > 0:
+            now = self._monotonic()
+            if now - self._checked < self._recheck:
+                return self._snapshot
+            self._checked = now
         try:
             st = os.stat(self.path)
         except FileNotFoundError:

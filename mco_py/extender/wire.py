@@ -308,11 +308,31 @@ class _KubeArgs(msgspec.Struct):
     NodeNames: list[str] | None = None
 
 
+_STR = msgspec.json.Decoder(str)
+
+
+def _fast_text(obj: _RawDict, key: str) -> str | None:
+    """``obj[key]`` as a string: exact key first, then Go's case-insensitive match; None if absent or not a string."""
+    raw = obj.get(key)
+    if raw is None:
+        raw = fold_get(obj, key)
+        if raw is None:
+            return None
+    try:
+        return _STR.decode(raw)
+    except msgspec.DecodeError:
+        return None
+
+
 def _fast_pod(pod: _Pod | None) -> PodRef | None:
     """The pod from the fast pass, or None when its keys are not the expected spelling."""
     if pod is None or pod.metadata is None or pod.spec is None:
         return None
-    return _RAW_WALK.pod({"metadata": pod.metadata, "spec": pod.spec})
+    return PodRef(
+        namespace=_fast_text(pod.metadata, "namespace") or "",
+        name=_fast_text(pod.metadata, "name") or "",
+        runtime_class=_fast_text(pod.spec, "runtimeClassName") or None,
+    )
 
 
 _PREDICATE = msgspec.json.Decoder(_PredicateRequest)

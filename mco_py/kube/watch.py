@@ -9,7 +9,7 @@ list again. The cache keeps its last content while the API is unreachable, so
 callers judge freshness from the objects themselves.
 
 :class:`KubeListWatch` talks to the API server through the ``kubernetes``
-client; anything else with the :class:`ListWatch` shape can drive a
+client (imported only when used); anything else with the :class:`ListWatch` shape can drive a
 :class:`Reflector` (tests use a scripted one for the state machine).
 """
 
@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from mco_py.errors import MCOError, TransportError
@@ -229,7 +227,7 @@ class KubeListWatch:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: Any,
         path: str,
         *,
         field_selector: str = "",
@@ -244,6 +242,7 @@ class KubeListWatch:
 
     def _call(self, query: list[tuple[str, str]], *, read_timeout: float) -> Any:
         """GET the collection; returns the urllib3 response (body not read yet)."""
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - keep standalone start-up light
         if self._field_selector:
             query = [*query, ("fieldSelector", self._field_selector)]
         try:
