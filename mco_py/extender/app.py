@@ -301,7 +301,7 @@ class ExtenderApp:
             return self._json([])
         if args.slow_path:
             self.metrics.slow_decodes.labels(route).inc()
-        names = [n.name for n in args.nodes] if args.nodes is not None else list(args.node_names or ())
+        names = [n.name for n in args.nodes or () if n.name] if args.nodes is not None else list(args.node_names or ())
         state = self.state()
         scores = {name: kube_score(state, name, self.policy) for name in names}
         self.metrics.decision(route, "score", "fallback" if state.basic_mode else "report", len(scores))

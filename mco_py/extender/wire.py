@@ -160,10 +160,11 @@ class _Walk:
             labels = {}  # the node object is there and simply has no labels
         return NodeRef(name=name, labels=labels)
 
-    def kube_node(self, value: Any) -> NodeRef | None:
+    def kube_node(self, value: Any) -> NodeRef:
+        """A v1.Node from ``Nodes.items``; one without a readable name keeps ``name=""`` and is echoed as passing."""
         name = self.text(self.get(value, "metadata", "name"))
         if not name:
-            return None
+            return NodeRef(name="", labels=None, raw=value)
         labels = self.labels(self.get(value, "metadata", "labels"))
         return NodeRef(name=name, labels=labels if labels is not None else {}, raw=value)
 
@@ -189,7 +190,7 @@ class _Walk:
 
     def kube_args(self, top: Any) -> KubeArgs:
         items = self.seq(self.get(top, "Nodes", "items"))
-        nodes = None if items is None else tuple(n for n in (self.kube_node(i) for i in items) if n)
+        nodes = None if items is None else tuple(self.kube_node(i) for i in items)
         return KubeArgs(
             pod=self.pod(self.get(top, "Pod")),
             nodes=nodes,
@@ -398,9 +399,8 @@ class MsgspecDecoder:
                 if req.Nodes.items is None:
                     complete = False
                 else:
-                    decoded = tuple(_RAW_WALK.kube_node(item) for item in req.Nodes.items)
-                    complete = complete and all(decoded)
-                    nodes = tuple(n for n in decoded if n)
+                    nodes = tuple(_RAW_WALK.kube_node(item) for item in req.Nodes.items)
+                    complete = complete and all(n.name for n in nodes)
             if complete and pod is not None:
                 names = tuple(n for n in req.NodeNames if n) if req.NodeNames is not None else None
                 return KubeArgs(pod=pod, nodes=nodes, node_names=names)

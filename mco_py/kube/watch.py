@@ -243,6 +243,7 @@ class KubeListWatch:
     def _call(self, query: list[tuple[str, str]], *, read_timeout: float) -> Any:
         """GET the collection; returns the urllib3 response (body not read yet)."""
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - keep standalone start-up light
+
         if self._field_selector:
             query = [*query, ("fieldSelector", self._field_selector)]
         try:

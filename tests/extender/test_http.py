@@ -428,3 +428,14 @@ def test_predicate_with_level_unknown_in_report_is_not_rejected(make_extender, r
     report_file.write([assessment("worker-1", Level.UNKNOWN, 99, psiIoSomeAvg10=99.0)])
     ext = make_extender()
     assert predicate(ext, V19, "worker-1").passed
+
+
+def test_kube_filter_echoes_nodes_it_cannot_read_as_passing(make_extender, fresh):
+    ext = make_extender()
+    odd = {"metadata": {"labels": {"x": "y"}}, "spec": {}}
+    nodes = [bodies.node("worker-1"), odd, bodies.node("worker-2")]
+    result = go_contract.kube_filter(ext.post("/kube/filter", bodies.dumps(bodies.kube_args(nodes, None)))[1])
+    assert result.node_items == [odd, nodes[2]]
+    assert set(result.failed) == {"worker-1"}
+    scores = go_contract.kube_prioritize(ext.post("/kube/prioritize", bodies.dumps(bodies.kube_args(nodes, None)))[1])
+    assert set(scores) == {"worker-1", "worker-2"}
