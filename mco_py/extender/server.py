@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
             413: b"Payload Too Large", 503: b"Service Unavailable"}  # fmt: skip
 _SMALL_REPLY = 64 * 1024
+_MAX_HEAD = 64 * 1024  # URL + headers; Volcano and kube-scheduler send a few hundred bytes
 
 
 def _head(status: int, content_type: str, length: int, keep_alive: bool) -> bytes:
@@ -52,6 +53,7 @@ class _Connection(asyncio.Protocol):
 
     def _reset(self) -> None:
         self._url = b""
+        self._head_bytes = 0
         self._content_length = -1
         self._expect_continue = False
         self._buffer: bytearray | None = None
@@ -92,10 +94,17 @@ class _Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._reset()
 
+    def _count_head(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > _MAX_HEAD:
+            raise ValueError("request line and headers over 64 KiB")  # httptools turns it into a parser error
+
     def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value))
         lowered = name.lower()
         if lowered == b"content-length":
             with contextlib.suppress(ValueError):

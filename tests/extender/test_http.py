@@ -439,3 +439,11 @@ def test_kube_filter_echoes_nodes_it_cannot_read_as_passing(make_extender, fresh
     assert set(result.failed) == {"worker-1"}
     scores = go_contract.kube_prioritize(ext.post("/kube/prioritize", bodies.dumps(bodies.kube_args(nodes, None)))[1])
     assert set(scores) == {"worker-1", "worker-2"}
+
+
+def test_huge_request_head_gets_400(make_extender, fresh):
+    ext = make_extender()
+    with socket.create_connection(("127.0.0.1", ext.port), timeout=5) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 * 1024) + b"\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 400")
+    assert ext.request("GET", "/healthz")[0] == 200
