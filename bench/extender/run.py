@@ -118,7 +118,18 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return rss, hwm
 
 
-def wrk(port: int, body: Path, path: str, duration: int, connections: int = 16) -> tuple[float, float, float]:
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+LAST_CPU_PER_REQUEST: list[float] = []
+
+
+def wrk(
+    port: int, body: Path, path: str, duration: int, *, connections: int = 16, pid: int | None = None
+) -> tuple[float, float, float]:
+    """Requests/s, p50 ms, p99 ms; with ``pid``, also appends the server's CPU µs per request."""
     cmd = [
         "taskset",
         "-c",
@@ -132,6 +143,7 @@ def wrk(port: int, body: Path, path: str, duration: int, connections: int = 16) 
         str(LUA),
         f"http://127.0.0.1:{port}{path}",
     ]
+    cpu_before = cpu_seconds(pid) if pid else 0.0
     out = subprocess.run(
         cmd,
         capture_output=True,
@@ -140,6 +152,9 @@ def wrk(port: int, body: Path, path: str, duration: int, connections: int = 16) 
         check=True,
         timeout=duration + 60,
     ).stdout
+    if pid:
+        total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+        LAST_CPU_PER_REQUEST.append((cpu_seconds(pid) - cpu_before) / max(1, total) * 1e6)
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if non2xx:
@@ -177,8 +192,12 @@ def one_round(config: Path, files: dict[str, Path], decoder: str, duration: int)
     res: dict[str, float] = {}
     try:
         pred = "/volcano/v1.9/predicate"
-        res["p64_rps"], res["p64_p50"], res["p64_p99"] = wrk(port, files["predicate-64k"], pred, duration)
-        res["p730_rps"], res["p730_p50"], res["p730_p99"] = wrk(port, files["predicate-730k"], pred, duration)
+        res["p64_rps"], res["p64_p50"], res["p64_p99"] = wrk(port, files["predicate-64k"], pred, duration, pid=proc.pid)
+        res["p64_cpu_us"] = LAST_CPU_PER_REQUEST[-1]
+        res["p730_rps"], res["p730_p50"], res["p730_p99"] = wrk(
+            port, files["predicate-730k"], pred, duration, pid=proc.pid
+        )
+        res["p730_cpu_us"] = LAST_CPU_PER_REQUEST[-1]
         res["prio100_ms"] = single(port, files["prioritize-100"].read_bytes(), "/volcano/prioritize", 7)
         if "prioritize-1000" in files:
             big = files["prioritize-1000"].read_bytes()
