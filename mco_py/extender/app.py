@@ -122,7 +122,7 @@ class ExtenderApp:
             response = self._dispatch(method, _SLASHES.sub("/", path.split("?", 1)[0]), route, body, too_large)
         except Exception:  # fail open: no request may ever get a 5xx or an error body
             log.exception("internal error; answering fail-open", extra={"route": route})
-            response = self._fail_open(route, body=None)
+            response = self._fail_open(route)
         self.metrics.request(route, response.status, time.perf_counter() - started)
         return response
 
@@ -138,7 +138,7 @@ class ExtenderApp:
         if too_large:
             self.metrics.decode_errors.labels(route, "too-large").inc()
             self._log_problem(route, "request body over maxBodyBytes; answering fail-open", b"")
-            return self._fail_open(route, body=None)
+            return self._fail_open(route)
         if route == "volcano_predicate":
             match = _VOLCANO_PATH.match(path)
             version = _volcano_format(match["version"] if match else None, self.volcano_version)
@@ -166,7 +166,7 @@ class ExtenderApp:
     def _json(self, obj: object) -> Response:
         return Response(200, JSON, self.decoder.encode(obj))
 
-    def _fail_open(self, route: str, body: bytes | bytearray | None) -> Response:
+    def _fail_open(self, route: str) -> Response:
         """The reply that never blocks scheduling, for when nothing could be decoded."""
         if route == "volcano_predicate":
             self.metrics.decision(route, "pass", "fail-open")
@@ -211,7 +211,7 @@ class ExtenderApp:
             req = self.decoder.volcano_predicate(body)
         except DecodeError as exc:
             self._decode_failed(route, exc, body)
-            return self._fail_open(route, body)
+            return self._fail_open(route)
         if req.slow_path:
             self.metrics.slow_decodes.labels(route).inc()
         if req.node is None:
@@ -239,7 +239,7 @@ class ExtenderApp:
             req = self.decoder.volcano_prioritize(body)
         except DecodeError as exc:
             self._decode_failed(route, exc, body)
-            return self._fail_open(route, body)
+            return self._fail_open(route)
         if req.slow_path:
             self.metrics.slow_decodes.labels(route).inc()
         state = self.state()

@@ -243,6 +243,12 @@ def with_overrides(cfg: ExtenderConfig, overrides: Mapping[str, Any]) -> Extende
             changes[key] = Path(value)
         else:
             changes[key] = value
+    if policy_changes.get("ttl_seconds", 1.0) <= 0:
+        raise ConfigError("--ttl-seconds: must be above 0")
+    if policy_changes.get("score_weight", 0.0) < 0:
+        raise ConfigError("--score-weight: must be at least 0")
+    if changes.get("max_body_bytes", 1024) < 1024:
+        raise ConfigError("--max-body-bytes: must be at least 1024")
     if policy_changes:
         changes["policy"] = replace(cfg.policy, **policy_changes)
     return replace(cfg, **changes)

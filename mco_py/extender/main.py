@@ -85,8 +85,6 @@ def build_config(args: argparse.Namespace) -> ExtenderConfig:
 def run(args: argparse.Namespace) -> int:
     try:
         cfg = build_config(args)
-        if cfg.policy.ttl_seconds <= 0 or cfg.policy.score_weight < 0:
-            raise ConfigError("--ttl-seconds must be above 0 and --score-weight at least 0")
     except ConfigError as exc:
         print(f"mco extender: {exc}", file=sys.stderr)
         return 2

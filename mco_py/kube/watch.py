@@ -19,7 +19,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -348,13 +347,3 @@ class KubeListWatch:
             except (AttributeError, OSError, HTTPError):
                 with contextlib.suppress(OSError, HTTPError):
                     resp.close()
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
-    """Poll ``predicate`` until true or ``timeout`` seconds passed (helper for start-up)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()

@@ -94,3 +94,7 @@ def test_flags_override_file():
     )
     with pytest.raises(ConfigError, match="--listen"):
         with_overrides(cfg, {"listen": "nope"})
+    with pytest.raises(ConfigError, match="--ttl-seconds"):
+        with_overrides(cfg, {"ttl_seconds": 0.0})
+    with pytest.raises(ConfigError, match="--score-weight"):
+        with_overrides(cfg, {"score_weight": -1.0})
