@@ -17,15 +17,15 @@ import yaml
 
 pytest.importorskip("tests.kubeapi", reason="the emulated API server (tests/kubeapi) is not on this branch yet")
 
-from kubernetes import client as k8s  # noqa: E402
+from kubernetes import client as k8s
 
-from mco_py.analysis.policy import PolicySettings  # noqa: E402
-from mco_py.extender.source import NodeLabelCache, WatchReportSource  # noqa: E402
-from mco_py.kube.client import load_api_client  # noqa: E402
-from mco_py.kube.watch import KubeListWatch  # noqa: E402
-from mco_py.model import GROUP, PLURAL, VERSION, format_time  # noqa: E402
+from mco_py.analysis.policy import PolicySettings
+from mco_py.extender.source import NodeLabelCache, WatchReportSource
+from mco_py.kube.client import load_api_client
+from mco_py.kube.watch import KubeListWatch
+from mco_py.model import GROUP, PLURAL, VERSION, format_time
 
-from . import bodies, go_contract  # noqa: E402
+from . import bodies, go_contract
 
 NIR_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 V110 = "/volcano/v1.10/predicate"
