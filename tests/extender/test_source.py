@@ -10,17 +10,23 @@ from .conftest import NOW
 def test_reread_on_change_and_recovery(report_file):
     source = FileReportSource(report_file.path)
     snap = source.snapshot()
-    assert snap.report is None and not snap.unreadable and "does not exist" in (snap.problem or "")
+    assert snap.report is None
+    assert not snap.unreadable
+    assert "does not exist" in (snap.problem or "")
     report_file.write()
     good = source.snapshot()
-    assert good.report is not None and good.report.by_name["worker-1"].signals["psiIoSomeAvg10"] == 61.2
+    assert good.report is not None
+    assert good.report.by_name["worker-1"].signals["psiIoSomeAvg10"] == 61.2
     assert source.snapshot() is good  # unchanged file: not read again
     report_file.write_raw(b'{"status": []}')
     bad = source.snapshot()
-    assert bad.report is None and bad.unreadable and "status" in (bad.problem or "")
+    assert bad.report is None
+    assert bad.unreadable
+    assert "status" in (bad.problem or "")
     report_file.write(updated=NOW + 1)
     again = source.snapshot()
-    assert again.report is not None and again.report.report.last_update_time == NOW + 1
+    assert again.report is not None
+    assert again.report.report.last_update_time == NOW + 1
     report_file.path.unlink()
     assert source.snapshot().report is None
 
@@ -38,4 +44,6 @@ def test_stat_at_most_once_per_recheck_interval(report_file):
 def test_unreadable_path_is_unreadable_not_missing(report_file):
     report_file.path.mkdir()  # exists but cannot be read as a file
     snap = FileReportSource(report_file.path).snapshot()
-    assert snap.report is None and snap.unreadable and "cannot read" in (snap.problem or "")
+    assert snap.report is None
+    assert snap.unreadable
+    assert "cannot read" in (snap.problem or "")
