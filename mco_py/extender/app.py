@@ -242,9 +242,15 @@ class ExtenderApp:
             return self._fail_open(route)
         if req.slow_path:
             self.metrics.slow_decodes.labels(route).inc()
-        state = self.state()
-        scores = {name: volcano_score(state, name, self.policy) for name in req.nodes}
-        self.metrics.decision(route, "score", "fallback" if state.basic_mode else "report", len(scores))
+        try:
+            state = self.state()
+            scores = {name: volcano_score(state, name, self.policy) for name in req.nodes}
+            reason = "fallback" if state.basic_mode else "report"
+        except Exception:
+            log.exception("internal error in prioritize; equal scores for every node", extra={"route": route})
+            neutral = max(0.0, self.policy.unknown_score * self.policy.score_weight)
+            scores, reason = dict.fromkeys(req.nodes, neutral), "fail-open"
+        self.metrics.decision(route, "score", reason, len(scores))
         return self._json(wire.volcano_prioritize_reply(scores))
 
     # -- kube-scheduler -------------------------------------------------

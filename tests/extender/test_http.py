@@ -447,3 +447,35 @@ def test_huge_request_head_gets_400(make_extender, fresh):
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 * 1024) + b"\r\n\r\n")
         assert sock.recv(100).startswith(b"HTTP/1.1 400")
     assert ext.request("GET", "/healthz")[0] == 200
+
+
+class _BrokenSource:
+    """A report source that fails on every read (a bug, not a missing report)."""
+
+    def snapshot(self):
+        raise RuntimeError("boom")
+
+    def describe(self):
+        return "broken"
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+
+def test_internal_errors_fail_open_on_every_route(make_extender):
+    ext = make_extender(source=_BrokenSource(), policy=PolicySettings(unknown_score=40))
+    assert predicate(ext, V19, "worker-1").passed
+    assert predicate(ext, V110, "worker-1", runtime_class="kata").passed
+    scores = go_contract.volcano_prioritize(ext.post("/volcano/prioritize", bodies.dumps(bodies.prioritize_body(3)))[1])
+    assert scores == {"worker-0": 40.0, "worker-1": 40.0, "worker-2": 40.0}
+    nodes = [bodies.node("a"), bodies.node("b")]
+    result = go_contract.kube_filter(ext.post("/kube/filter", bodies.dumps(bodies.kube_args(nodes, ["a", "b"])))[1])
+    assert result.node_items == nodes
+    assert result.node_names == ["a", "b"]
+    assert not result.failed
+    assert not result.error
+    status, _ = ext.post("/kube/prioritize", bodies.dumps(bodies.kube_args(nodes, None)))
+    assert status == 200
