@@ -87,6 +87,7 @@ class ExtenderApp:
         self.clock = clock
         self._ready = ready
         self._last_log: dict[str, float] = {}
+        self._routes: dict[str, tuple[str, str, str | None]] = {}
         self._suppressed: dict[str, int] = {}
 
     # -- state ----------------------------------------------------------
@@ -100,26 +101,36 @@ class ExtenderApp:
 
     # -- entry point ----------------------------------------------------
 
-    def route_of(self, path: str) -> str:
-        """Bounded route label for ``path`` (metrics)."""
-        path = _SLASHES.sub("/", path.split("?", 1)[0])
-        match = _VOLCANO_PATH.match(path)
+    def route_of(self, path: str) -> tuple[str, str, str | None]:
+        """(normalised path, bounded route label, Volcano reply format or None) for ``path``; cached."""
+        cached = self._routes.get(path)
+        if cached is not None:
+            return cached
+        clean = _SLASHES.sub("/", path.split("?", 1)[0])
+        match = _VOLCANO_PATH.match(clean)
+        version: str | None = None
         if match:
-            return f"volcano_{match['verb']}"
-        return {
-            "/kube/filter": "kube_filter",
-            "/kube/prioritize": "kube_prioritize",
-            "/metrics": "metrics",
-            "/healthz": "healthz",
-            "/readyz": "readyz",
-        }.get(path, "other")
+            route = f"volcano_{match['verb']}"
+            version = _volcano_format(match["version"], self.volcano_version)
+        else:
+            route = {
+                "/kube/filter": "kube_filter",
+                "/kube/prioritize": "kube_prioritize",
+                "/metrics": "metrics",
+                "/healthz": "healthz",
+                "/readyz": "readyz",
+            }.get(clean, "other")
+        result = (clean, route, version)
+        if route != "other" and len(self._routes) < 256:  # only known routes: a scanner cannot grow it
+            self._routes[path] = result
+        return result
 
     def handle(self, method: str, path: str, body: bytes | bytearray, *, too_large: bool = False) -> Response:
         """Answer one request. ``too_large``: the body exceeded the limit and was dropped."""
         started = time.perf_counter()
-        route = self.route_of(path)
+        clean, route, version = self.route_of(path)
         try:
-            response = self._dispatch(method, _SLASHES.sub("/", path.split("?", 1)[0]), route, body, too_large)
+            response = self._dispatch(method, clean, route, version=version, body=body, too_large=too_large)
         except Exception:  # fail open: no request may ever get a 5xx or an error body
             log.exception("internal error; answering fail-open", extra={"route": route})
             response = self._fail_open(route)
@@ -127,7 +138,7 @@ class ExtenderApp:
         return response
 
     def _dispatch(  # noqa: PLR0911 - a router: one return per route
-        self, method: str, path: str, route: str, body: bytes | bytearray, too_large: bool
+        self, method: str, path: str, route: str, *, version: str | None, body: bytes | bytearray, too_large: bool
     ) -> Response:
         if route in ("metrics", "healthz", "readyz"):
             return self._get(method, route)
@@ -139,11 +150,9 @@ class ExtenderApp:
             self.metrics.decode_errors.labels(route, "too-large").inc()
             self._log_problem(route, "request body over maxBodyBytes; answering fail-open", b"")
             return self._fail_open(route)
-        if route == "volcano_predicate":
-            match = _VOLCANO_PATH.match(path)
-            version = _volcano_format(match["version"] if match else None, self.volcano_version)
-            if version is None:
-                return Response(404, TEXT, b"unsupported Volcano version in the URL; use v1.9 or v1.10\n")
+        if route.startswith("volcano_") and version is None:
+            return Response(404, TEXT, b"unsupported Volcano version in the URL; use v1.9 or v1.10\n")
+        if route == "volcano_predicate" and version is not None:
             return self._volcano_predicate(version, body)
         handlers = {
             "volcano_prioritize": self._volcano_prioritize,
