@@ -14,9 +14,6 @@ from typing import Any
 
 import pytest
 import yaml
-
-pytest.importorskip("tests.kubeapi", reason="the emulated API server (tests/kubeapi) is not on this branch yet")
-
 from kubernetes import client as k8s
 
 from mco_py.analysis.policy import PolicySettings
