@@ -98,3 +98,39 @@ def test_flags_override_file():
         with_overrides(cfg, {"ttl_seconds": 0.0})
     with pytest.raises(ConfigError, match="--score-weight"):
         with_overrides(cfg, {"score_weight": -1.0})
+
+
+@pytest.mark.parametrize("mode", ["standalone", "cluster"])
+def test_the_ansible_template_renders_a_valid_config(mode):
+    """roles/mco_scheduler_extender renders /etc/mco/extender.yaml: its keys must be the ones we read."""
+    import json
+
+    import jinja2
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "roles" / "mco_scheduler_extender"
+    template = root / "templates" / "extender.yaml.j2"
+    if not template.is_file():
+        pytest.fail(f"{template} is missing: the role and the config loader must agree on the file")
+    defaults = yaml.safe_load((root / "defaults" / "main.yml").read_text())
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = lambda text: f"# {text}"
+    env.filters["to_json"] = json.dumps
+    env.filters["bool"] = bool
+    values = {k: v for k, v in defaults.items() if not (isinstance(v, str) and "{{" in v)}
+    values.update(
+        ansible_managed="Ansible managed",
+        mco_scheduler_extender_mode=mode,
+        mco_scheduler_extender_report_file="/var/lib/mco/report.json",
+        mco_scheduler_extender_kubeconfig="/etc/mco/extender.kubeconfig",
+    )
+    rendered = env.from_string(template.read_text()).render(**values)
+    cfg = config_from_mapping(yaml.safe_load(rendered), source="rendered extender.yaml")
+    assert cfg.mode == mode
+    assert cfg.port == defaults["mco_scheduler_extender_port"]
+    assert cfg.policy.ttl_seconds == defaults["mco_scheduler_extender_cr_status_ttl_seconds"]
+    assert dict(cfg.policy.hard_constraints) == {
+        "psiMemoryFullAvg10": defaults["mco_scheduler_extender_psi_memory_full_avg10"],
+        "psiIoSomeAvg10": defaults["mco_scheduler_extender_psi_io_some_avg10_threshold"],
+    }
+    assert cfg.kubeconfig == ("/etc/mco/extender.kubeconfig" if mode == "cluster" else "")
