@@ -41,11 +41,12 @@ class _StateCollector(Collector):
         yield basic
         reason = GaugeMetricFamily(
             "mco_extender_fallback",
-            "1 for the current fallback reason (none = report in use)",
+            "1 for the reason basic mode is on (all 0 while the report is used)",
             labels=["reason"],
         )
         for item in Fallback:
-            reason.add_metric([item.value], 1.0 if state.fallback is item else 0.0)
+            if item is not Fallback.NONE:
+                reason.add_metric([item.value], 1.0 if state.fallback is item else 0.0)
         yield reason
         age = GaugeMetricFamily("mco_extender_report_age_seconds", "Age of the report in use or last seen (NaN: none)")
         age.add_metric([], state.age_seconds if state.age_seconds is not None else math.nan)
