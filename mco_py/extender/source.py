@@ -142,7 +142,12 @@ class WatchReportSource:
         return self._reflector.status()
 
     def snapshot(self) -> Snapshot:
-        return self._snapshot
+        snap = self._snapshot
+        if not snap.synced:
+            error = self._reflector.status().last_error
+            if error:
+                return Snapshot(None, f"NodeInterferenceReport {self.name} not listed yet: {error}", synced=False)
+        return snap
 
     def _changed(self, items: Mapping[str, Mapping[str, Any]]) -> None:
         obj = items.get(self.name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from importlib import resources
 
 import pytest
@@ -9,6 +10,7 @@ import yaml
 from kubernetes import client as k8s
 
 from mco_py.errors import TransportError
+from mco_py.extender.source import WatchReportSource
 from mco_py.kube.client import load_api_client
 from mco_py.kube.watch import KubeListWatch, WatchExpired
 from mco_py.model import GROUP, PLURAL, VERSION
@@ -67,3 +69,19 @@ def test_server_errors_and_unreachable_api_are_transport_errors(kube_api, api_cl
     finally:
         kube_api.go_up()
     assert lw.list()[0] == []
+
+
+def test_missing_crd_keeps_basic_mode_and_says_why(kube_api, kubeconfig):
+    source = WatchReportSource(KubeListWatch(load_api_client(kubeconfig), PATH, request_timeout=2), backoff_max=0.1)
+    source.start()
+    try:
+        deadline = time.monotonic() + 5
+        while "404" not in (source.snapshot().problem or "") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        snap = source.snapshot()
+        assert snap.report is None
+        assert not snap.synced
+        assert "not listed yet" in (snap.problem or "")
+        assert "404" in (snap.problem or "")
+    finally:
+        source.stop()
