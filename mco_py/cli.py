@@ -18,7 +18,9 @@ from mco_py.analysis.rules import default_rules_text, parse_rules
 from mco_py.errors import RulesError
 
 #: name -> (module, help). Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
-SERVICE_COMMANDS: dict[str, tuple[str, str]] = {}
+SERVICE_COMMANDS: dict[str, tuple[str, str]] = {
+    "analyzer": ("mco_py.analyzer.main", "score collector samples and write the interference report"),
+}
 
 
 def _cmd_version(_: argparse.Namespace) -> int:
