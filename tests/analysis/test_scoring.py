@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -42,7 +43,9 @@ def sample(node: str, t: float, **values: float | None) -> Sample:
     return Sample(
         node=node,
         timestamp=t,
-        signals={k: SignalReading(k, v, "procfs", "" if v is not None else "unsupported: no PSI") for k, v in values.items()},
+        signals={
+            k: SignalReading(k, v, "procfs", "" if v is not None else "unsupported: no PSI") for k, v in values.items()
+        },
     )
 
 
@@ -239,7 +242,7 @@ def test_hysteresis_bounds_flips_on_noisy_input(noise: list[float], raise_after:
     # a rise needs raiseAfter fresh assessments at or above the new level and a fall
     # lowerAfter at or below it, so direction changes are spaced at least min() apart
     assert reversals(levels) <= len(noise) // min(raise_after, lower_after)
-    changes = sum(1 for a, b in zip(levels, levels[1:], strict=False) if a is not b)
+    changes = sum(1 for a, b in itertools.pairwise(levels) if a is not b)
     assert changes <= 3 * (reversals(levels) + 1)
 
 
