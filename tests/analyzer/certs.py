@@ -80,9 +80,7 @@ class TestCA:
             )
         )
         if dns:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False
-            )
+            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
         cert_path = self.dir / f"{stem}.pem"
         key_path = self.dir / f"{stem}-key.pem"

@@ -182,7 +182,7 @@ def test_missing_rules_file_uses_defaults_with_warning(tmp_path: Path) -> None:
         "0.2",
     )
     try:
-        proc.wait_for(lambda: (tmp_path / "r.json").exists(), "report file")
+        proc.wait_for((tmp_path / "r.json").exists, "report file")
         warning = next(line for line in proc.lines if "no detection rules" in line.get("message", ""))
         assert warning["level"] == "warning"
         assert "built-in defaults" in warning["message"]

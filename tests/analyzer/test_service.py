@@ -92,9 +92,8 @@ def test_good_and_bad_samples_in_one_batch_are_acked_separately(analyzer: Analyz
 def test_replayed_sample_is_rejected_as_out_of_order(analyzer: Analyzer) -> None:
     s = good("node-a")
     with grpc.insecure_channel(f"127.0.0.1:{analyzer.port}") as ch:
-        replies = stream(
-            ch, [codec.batch_to_proto([s], collector="c", sequence=1), codec.batch_to_proto([s], collector="c", sequence=2)]
-        )
+        batches = [codec.batch_to_proto([s], collector="c", sequence=n) for n in (1, 2)]
+        replies = stream(ch, batches)
     assert [r.ack.accepted for r in replies] == [1, 0]
     assert "out_of_order" in replies[1].ack.reject_reasons[0]
 
