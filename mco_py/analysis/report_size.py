@@ -13,10 +13,12 @@ Stripped nodes are counted in ``Report.detail_dropped``.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
+from typing import Any
 
-from mco_py.model import Level, NodeAssessment, Report, assessment_to_dict, report_to_status
+import msgspec
+
+from mco_py.model import Level, Report, report_to_status
 
 #: etcd's default request size limit.
 ETCD_REQUEST_LIMIT = 1_572_864
@@ -26,9 +28,17 @@ DEFAULT_STATUS_BUDGET = 1_400_000
 _STRIP_ORDER = (Level.NONE, Level.LOW, Level.UNKNOWN, Level.MEDIUM, Level.HIGH)
 
 
+_NON_ASCII = bytes(range(128, 256))
+
+
 def encoded_size(doc: object) -> int:
-    """Bytes of ``doc`` as the Kubernetes client sends it (compact JSON, ASCII escapes)."""
-    return len(json.dumps(doc, separators=(",", ":")))
+    """Bytes of ``doc`` as the Kubernetes client sends it (compact JSON, non-ASCII as ``\\uXXXX``).
+
+    Encodes with msgspec (fast) and accounts for the escapes: each non-ASCII UTF-8 byte
+    costs at most 2 more bytes once escaped (3-byte char -> 6, 2-byte -> 6, 4-byte -> 12).
+    """
+    data = msgspec.json.encode(doc)
+    return len(data) + 2 * (len(data) - len(data.translate(None, _NON_ASCII)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,34 +52,31 @@ class Fitted:
     """Nodes left out entirely (only when bare entries do not fit)."""
 
 
-def _bare(item: NodeAssessment) -> NodeAssessment:
-    return dataclasses.replace(item, signals={}, reasons=())
-
-
 def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
     """``report`` unchanged when its status fits ``budget`` bytes, else with detail stripped."""
-    size = encoded_size(report_to_status(report))
+    status = report_to_status(report)
+    size = encoded_size(status)
     if size <= budget:
         return Fitted(report, size)
     nodes = list(report.nodes)
-    full = [encoded_size(assessment_to_dict(n)) for n in nodes]
-    bare_nodes = [_bare(n) for n in nodes]
-    bare = [encoded_size(assessment_to_dict(n)) for n in bare_nodes]
+    entries: list[dict[str, Any]] = status["nodes"]
     order = sorted(
         range(len(nodes)),
         key=lambda i: (_STRIP_ORDER.index(nodes[i].level), nodes[i].score, nodes[i].name),
     )
     stripped = 0
-    # the summary grows by a few digits at most; keep a small margin for it
-    margin = 32
+    margin = 32  # the summary grows by a few digits at most
     for i in order:
         if size + margin <= budget:
             break
-        saving = full[i] - bare[i]
-        if saving <= 0:
+        entry = entries[i]
+        if not entry.get("signals") and not entry.get("reasons"):
             continue
-        nodes[i] = bare_nodes[i]
-        size -= saving
+        bare = {k: v for k, v in entry.items() if k != "signals"}
+        bare["reasons"] = []
+        size -= encoded_size(entry) - encoded_size(bare)
+        entries[i] = bare
+        nodes[i] = dataclasses.replace(nodes[i], signals={}, reasons=())
         stripped += 1
     dropped: list[str] = []
     if size + margin > budget:
@@ -78,8 +85,8 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
             if size + margin <= budget:
                 break
             keep[i] = False
-            size -= bare[i] + 1
+            size -= encoded_size(entries[i]) + 1
             dropped.append(nodes[i].name)
         nodes = [n for n, k in zip(nodes, keep, strict=True) if k]
     fitted = dataclasses.replace(report, nodes=tuple(nodes), detail_dropped=stripped)
-    return Fitted(fitted, encoded_size(report_to_status(fitted)), tuple(dropped))
+    return Fitted(fitted, size + len(str(stripped)), tuple(dropped))

@@ -6,6 +6,7 @@ as a metric label) and a message naming the node, the signal and the value.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -51,8 +52,9 @@ class InvalidSample(MCOError):
         super().__init__(message)
 
 
+@functools.lru_cache(maxsize=65536)
 def node_name_problem(name: str) -> str | None:
-    """Why ``name`` is not a valid Kubernetes node name (DNS-1123 subdomain), or None."""
+    """Why ``name`` is not a valid Kubernetes node name (DNS-1123 subdomain), or None (cached: hot path)."""
     if not name:
         return "node name is empty; set the collector's --node-name"
     if len(name) > MAX_NODE_NAME:

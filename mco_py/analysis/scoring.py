@@ -92,6 +92,26 @@ class Contribution:
         return f"{self.name}={self.value:.4g} {where} (sub-score {self.sub_score:.0f}, weight {self.weight:g})"
 
 
+def _weighted_score(values: Mapping[str, float], rules: DetectionRules) -> float | None:
+    """The node score alone (the hot path of :meth:`Scorer.observe`; same result as :func:`score_signals`)."""
+    total = 0.0
+    weights = 0.0
+    signal_rules = rules.signals
+    for name, value in values.items():
+        rule = signal_rules.get(name)
+        if rule is None or rule.weight <= 0:
+            continue
+        weight = rule.weight
+        if value >= rule.critical:
+            total += 100.0 * weight
+        elif value > rule.warn:
+            total += 100.0 * (value - rule.warn) / (rule.critical - rule.warn) * weight
+        weights += weight
+    if weights <= 0:
+        return None
+    return min(100.0, max(0.0, total / weights))
+
+
 def score_signals(values: Mapping[str, float], rules: DetectionRules) -> tuple[float | None, list[Contribution]]:
     """Weighted mean of sub-scores over ``values`` that have a rule with a positive weight.
 
@@ -119,6 +139,18 @@ def _unjudged(reading: SignalReading, rules: DetectionRules) -> str:
     return f"{reading.name} not judged: {reading.events} events < minEvents {need}"
 
 
+def _hot(values: Mapping[str, float], rules: DetectionRules) -> list[Contribution]:
+    """Scored signals above their warn value, worst first."""
+    out: list[Contribution] = []
+    for name, value in values.items():
+        rule = rules.signals.get(name)
+        if rule is None or rule.weight <= 0 or value <= rule.warn:
+            continue
+        out.append(Contribution(name, value, sub_score(value, rule), rule.weight, rule))
+    out.sort(key=lambda c: c.sub_score, reverse=True)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class LevelChange:
     """A node's level moved; returned by :meth:`Scorer.observe` for logging."""
@@ -138,7 +170,6 @@ class _Node:
         "absent",
         "changed_at",
         "changed_how",
-        "contributions",
         "ewma",
         "history",
         "last_sample_time",
@@ -155,7 +186,6 @@ class _Node:
         self.ewma: dict[str, float] = {}
         self.windows: dict[str, deque[float]] = {}
         self.values: dict[str, float] = {}
-        self.contributions: list[Contribution] = []
         self.absent: list[SignalReading] = []
         self.unjudged: list[SignalReading] = []
         self.history: deque[int] = deque(maxlen=history_len)
@@ -217,8 +247,7 @@ class Scorer:
         node.last_seen = now
         node.last_sample_time = max(node.last_sample_time, sample.timestamp)
         self._smooth(node, sample)
-        score, parts = score_signals(node.values, rules)
-        node.contributions = parts
+        score = _weighted_score(node.values, rules)
         if score is None:
             node.scorable = False
             return self._change(sample.node, node, old_level)
@@ -311,7 +340,7 @@ class Scorer:
                     f"level {RANKED_LEVELS[node.rank].value} since {format_time(node.changed_at)} "
                     f"({node.changed_how}); score {node.score:.1f} now (raw level {raw.value})"
                 )
-            hot = sorted((c for c in node.contributions if c.sub_score > 0), key=lambda c: c.sub_score, reverse=True)
+            hot = _hot(node.values, self._rules)
             out.extend(c.describe() for c in hot)
             out.extend(_unjudged(r, self._rules) for r in node.unjudged)
         return tuple(r[:MAX_REASON_CHARS] for r in out[:MAX_REASONS])

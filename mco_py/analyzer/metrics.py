@@ -71,6 +71,7 @@ class AnalyzerMetrics:
         self.rules_reloads = Counter(
             "mco_analyzer_rules_reload_total", "Rules reload attempts by result", ["result"], registry=registry
         )
+        self._children: dict[str, tuple[Gauge, Gauge]] = {}
         self.samples.labels("accepted", "none")
         for reason in REJECT_REASONS:
             self.samples.labels("rejected", reason)
@@ -81,10 +82,15 @@ class AnalyzerMetrics:
 
     def publish_nodes(self, nodes: tuple[NodeAssessment, ...] | list[NodeAssessment], forgotten: list[str]) -> None:
         """Per-node series for ``nodes``; the series of ``forgotten`` nodes are removed."""
+        children = self._children
         for item in nodes:
-            self.level.labels(item.name).set(item.level.code)
-            self.score.labels(item.name).set(item.score)
+            pair = children.get(item.name)
+            if pair is None:
+                pair = children[item.name] = (self.level.labels(item.name), self.score.labels(item.name))
+            pair[0].set(item.level.code)
+            pair[1].set(item.score)
         for name in forgotten:
+            children.pop(name, None)
             for gauge in (self.level, self.score):
                 with contextlib.suppress(KeyError):
                     gauge.remove(name)

@@ -59,26 +59,35 @@ def sample_from_proto(msg: pb.Sample) -> Sample:
     whole. The same signal twice for the same device raises ``duplicate_signal``.
     """
     signals: dict[str, SignalReading] = {}
-    devices: set[tuple[str, str]] | None = None
     for raw in msg.signals:
         name = raw.name
-        # the common case (a present value, one reading per signal) is kept tight: ingest is hot
+        if name in signals:
+            # several readings of one signal: per-device series (rare), decoded carefully
+            return _sample_with_devices(msg)
+        # the common case stays tight: ingest decodes every signal of every sample
         if raw.WhichOneof("value_or_absence") == "value":
-            reading = SignalReading(name, raw.value, raw.backend, "", raw.events if raw.HasField("events") else None)
+            signals[name] = SignalReading(
+                name, raw.value, raw.backend, "", raw.events if raw.HasField("events") else None
+            )
         else:
-            reading = signal_from_proto(raw)
+            signals[name] = signal_from_proto(raw)
+    return Sample(node=msg.node, timestamp=msg.timestamp_unix_nanos / NANOS, signals=signals)
+
+
+def _sample_with_devices(msg: pb.Sample) -> Sample:
+    signals: dict[str, SignalReading] = {}
+    seen: set[tuple[str, str]] = set()
+    for raw in msg.signals:
+        name = raw.name
+        key = (name, raw.device)
+        if key in seen:
+            where = f"{name} (device {raw.device})" if raw.device else name
+            raise InvalidSample("duplicate_signal", f"node {msg.node}: signal {where} appears twice in one sample")
+        seen.add(key)
+        reading = signal_from_proto(raw)
         have = signals.get(name)
-        if have is not None or raw.device:
-            if devices is None:
-                devices = {(n, "") for n in signals}
-            key = (name, raw.device)
-            if key in devices:
-                where = f"{name} (device {raw.device})" if raw.device else name
-                raise InvalidSample("duplicate_signal", f"node {msg.node}: signal {where} appears twice in one sample")
-            devices.add(key)
-            if have is not None and (reading.value is None or (have.value is not None and have.value >= reading.value)):
-                continue
-        signals[name] = reading
+        if have is None or (reading.value is not None and (have.value is None or reading.value > have.value)):
+            signals[name] = reading
     return Sample(node=msg.node, timestamp=msg.timestamp_unix_nanos / NANOS, signals=signals)
 
 

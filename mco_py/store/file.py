@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from mco_py.errors import ReportError, ReportNotFound, StoreUnavailable
 from mco_py.model import GROUP, KIND, VERSION, Report, report_from_status, report_to_status
 
@@ -60,7 +62,7 @@ class FileReportStore:
         return decode_document(raw, source=str(self.path))
 
     def write(self, report: Report) -> None:
-        data = json.dumps(report_document(report, name=self.name), separators=(",", ":")).encode()
+        data = msgspec.json.encode(report_document(report, name=self.name))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
