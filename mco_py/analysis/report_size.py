@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from mco_py.model import Level, Report, report_to_status
+from mco_py.model import Level, NodeAssessment, Report, report_to_status
 
 #: etcd's default request size limit.
 ETCD_REQUEST_LIMIT = 1_572_864
@@ -76,7 +76,8 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
         bare["reasons"] = []
         size -= encoded_size(entry) - encoded_size(bare)
         entries[i] = bare
-        nodes[i] = dataclasses.replace(nodes[i], signals={}, reasons=())
+        item = nodes[i]
+        nodes[i] = NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ())
         stripped += 1
     dropped: list[str] = []
     if size + margin > budget:
