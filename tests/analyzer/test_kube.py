@@ -204,3 +204,60 @@ def test_only_the_leader_writes(api: client.ApiClient) -> None:
     status = get_nir(api)["status"]
     assert status["analyzer"]["identity"] == "b"
     assert status["nodes"][0]["level"] == "High", "the follower's warm state is written at once"
+
+
+def cluster_process(kubeconfig: Path, identity: str) -> Any:
+    from tests.analyzer.test_main import Process
+
+    return Process(
+        "--mode",
+        "cluster",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--identity",
+        identity,
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-host",
+        "127.0.0.1",
+        "--metrics-port",
+        "0",
+        "--report-interval",
+        "0.2",
+        "--rules-interval",
+        "0.2",
+        "--lease-duration",
+        "1",
+    )
+
+
+@pytest.mark.slow
+def test_two_analyzer_processes_hand_over_the_report(api: client.ApiClient, kubeconfig: Path) -> None:
+    from tests.analyzer.test_main import send
+
+    first = cluster_process(kubeconfig, "analyzer-1")
+    second = cluster_process(kubeconfig, "analyzer-2")
+    try:
+        for seq, proc in enumerate((first, second), start=1):
+            send(proc.grpc_port, "node-1", 90.0, seq)  # collectors stream to every replica
+
+        def writer() -> str:
+            try:
+                return str(get_nir(api)["status"]["analyzer"]["identity"])
+            except (client.exceptions.ApiException, KeyError):
+                return ""
+
+        assert wait_until(lambda: writer() in ("analyzer-1", "analyzer-2"))
+        leader, follower = (first, second) if writer() == "analyzer-1" else (second, first)
+        assert "mco_analyzer_leader 1.0" in leader.metrics()
+        assert "mco_analyzer_leader 0.0" in follower.metrics()
+        assert crd_schema.errors(get_nir(api)) == []
+        new_writer = "analyzer-2" if leader is first else "analyzer-1"
+        assert leader.stop() == 0  # releases the Lease
+        assert wait_until(lambda: writer() == new_writer, timeout=10)
+        status = get_nir(api)["status"]
+        assert status["nodes"][0]["name"] == "node-1"
+        assert status["nodes"][0]["level"] == "High"
+    finally:
+        first.stop()
+        second.stop()
