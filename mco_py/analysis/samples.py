@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 
 from mco_py.errors import MCOError
 from mco_py.model import Sample
@@ -39,6 +40,8 @@ MAX_VALUES: dict[str, float] = {
     "cpuStealPercent": 100.0,
     "oomKills": 1_000_000.0,
 }
+
+_LARGEST = sys.float_info.max
 
 MAX_NODE_NAME = 253
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -94,7 +97,8 @@ def check_sample(sample: Sample, *, now: float, max_future: float = 300.0, max_a
         value = reading.value
         if reading.events is not None and reading.events < 0:
             raise InvalidSample("invalid_events", f"node {sample.node}: {name} has a negative event count")
-        if value is None:
+        # one comparison in the common case (NaN fails it too); explain only on failure
+        if value is None or 0.0 <= value <= MAX_VALUES.get(name, _LARGEST):
             continue
         if not math.isfinite(value):
             raise InvalidSample("non_finite_value", f"node {sample.node}: {name}={value} is not a finite number")

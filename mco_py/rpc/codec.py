@@ -30,6 +30,27 @@ _LABEL_KINDS = {label: kind for kind, label in _KIND_LABELS.items()}
 
 NANOS = 1_000_000_000
 
+_new = object.__new__
+_slots = SignalReading.__dict__
+_set_name, _set_value, _set_backend, _set_reason, _set_events = (
+    _slots[f].__set__ for f in ("name", "value", "backend", "reason", "events")
+)
+
+
+def _present(name: str, value: float, backend: str, events: int | None) -> SignalReading:
+    """``SignalReading(name, value, backend, "", events)`` without the frozen-dataclass ``__init__``.
+
+    Ingest builds nine of these per sample; filling the slots directly costs about half.
+    Equality with the normal constructor is covered by the codec round-trip tests.
+    """
+    reading: SignalReading = _new(SignalReading)
+    _set_name(reading, name)
+    _set_value(reading, value)
+    _set_backend(reading, backend)
+    _set_reason(reading, "")
+    _set_events(reading, events)
+    return reading
+
 
 def _absence_reason(absent: pb.Absence) -> str:
     label = _KIND_LABELS.get(absent.kind)
@@ -66,9 +87,7 @@ def sample_from_proto(msg: pb.Sample) -> Sample:
             return _sample_with_devices(msg)
         # the common case stays tight: ingest decodes every signal of every sample
         if raw.WhichOneof("value_or_absence") == "value":
-            signals[name] = SignalReading(
-                name, raw.value, raw.backend, "", raw.events if raw.HasField("events") else None
-            )
+            signals[name] = _present(name, raw.value, raw.backend, raw.events if raw.HasField("events") else None)
         else:
             signals[name] = signal_from_proto(raw)
     return Sample(node=msg.node, timestamp=msg.timestamp_unix_nanos / NANOS, signals=signals)
