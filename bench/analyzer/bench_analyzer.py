@@ -41,7 +41,7 @@ def realistic(i: int, t: float, rng: random.Random) -> Sample:
     """Signals like a busy-ish fleet: most nodes calm, some loaded."""
     hot = i % 20 == 0
     warm = i % 10 == 1
-    base = 55.0 if hot else 25.0 if warm else 3.0
+    base = 90.0 if hot else 35.0 if warm else 3.0
     values = {
         "psiCpuSomeAvg10": base * rng.uniform(0.5, 1.2),
         "psiMemorySomeAvg10": base * rng.uniform(0.0, 0.3),

@@ -328,6 +328,8 @@ class Scorer:
 
     def _reasons(self, node: _Node, *, headline: bool = False) -> tuple[str, ...]:
         """Why the node is where it is. None nodes list only signals above warn (keeps the report small)."""
+        if node.scorable and node.rank == 0 and node.score <= 0 and not node.unjudged and not headline:
+            return ()  # the common calm node: nothing above warn, nothing to say
         out: list[str] = []
         if not node.scorable:
             out.append("no signal with a rule could be scored in the newest sample")
@@ -372,16 +374,8 @@ class Scorer:
                     )
                 )
                 continue
-            out.append(
-                NodeAssessment(
-                    name=name,
-                    level=self._level_of(node),
-                    score=node.score,
-                    signals=node.values,
-                    last_sample_time=node.last_sample_time,
-                    reasons=self._reasons(node),
-                )
-            )
+            level = RANKED_LEVELS[node.rank] if node.scorable and node.rank >= 0 else Level.UNKNOWN
+            out.append(NodeAssessment(name, level, node.score, node.values, node.last_sample_time, self._reasons(node)))
         for name in forgotten:
             del self._nodes[name]
         return out, forgotten

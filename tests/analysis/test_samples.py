@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mco_py.analysis.samples import MAX_VALUES, REJECT_REASONS, InvalidSample, check_sample, node_name_problem
@@ -51,6 +51,7 @@ def test_good_samples_pass() -> None:
     check_sample(one("oomKills", 0.0, ts=NOW + 299), now=NOW)
 
 
+@settings(deadline=None)
 @given(name=st.text(max_size=300))
 def test_node_name_check_matches_dns1123(name: str) -> None:
     problem = node_name_problem(name)
@@ -62,6 +63,7 @@ def test_node_name_check_matches_dns1123(name: str) -> None:
     assert (problem is None) == ok
 
 
+@settings(deadline=None)
 @given(name=st.sampled_from(sorted(MAX_VALUES)), value=st.floats(allow_nan=True, allow_infinity=True))
 def test_any_value_is_either_accepted_in_range_or_refused(name: str, value: float) -> None:
     if math.isfinite(value) and 0 <= value <= MAX_VALUES[name]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mco_py.analysis.samples import InvalidSample
@@ -28,6 +28,7 @@ readings = st.builds(
 )
 
 
+@settings(deadline=None)
 @given(
     node=st.text(max_size=30),
     ts_ms=st.integers(0, 4_000_000_000_000),
