@@ -209,7 +209,13 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=4)
     parser.add_argument("--per-batch", type=int, default=250)
     args = parser.parse_args()
-    print(f"host: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    import timeit
+
+    per_call = min(timeit.repeat("round(1.23456789, 4)", number=100_000, repeat=5)) / 100_000
+    print(
+        f"host: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; calibration: round(x, 4) takes "
+        f"{per_call * 1e9:.0f} ns (compare runs by this figure: the machine may be shared)"
+    )
     print("\n== ingest over gRPC (server in this process, clients in another) ==")
     for nodes, rounds in ((1000, 5 if args.quick else 30), (10000, 1 if args.quick else 4)):
         r = bench_ingest(nodes, rounds, args.per_batch, args.streams)
