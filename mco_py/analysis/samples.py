@@ -26,6 +26,7 @@ REJECT_REASONS: tuple[str, ...] = (
     "duplicate_signal",
     "unauthorized_node",
     "invalid_events",
+    "too_many_nodes",
 )
 
 #: Upper bounds per signal (inclusive); every signal must also be >= 0.

@@ -30,10 +30,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
-from mco_py.model import Level, NodeAssessment, Report, Sample, SignalReading, format_time
+from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report, Sample, SignalReading, format_time
 
 #: Ordered levels; the index is the rank used by hysteresis.
 RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
+
+KNOWN_SIGNALS = frozenset(SIGNAL_NAMES)
 
 MAX_REASONS = 32
 MAX_REASON_CHARS = 512
@@ -274,6 +276,8 @@ class Scorer:
         absent: list[SignalReading] = []
         unjudged: list[SignalReading] = []
         for name, reading in sample.signals.items():
+            if name not in KNOWN_SIGNALS:
+                continue  # a newer collector's signal: not stored, not scored
             value = reading.value
             if value is None:
                 absent.append(reading)

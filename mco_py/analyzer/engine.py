@@ -55,6 +55,7 @@ class Engine:
         max_future_seconds: float = 300.0,
         max_age_seconds: float = 300.0,
         status_budget: int | None = None,
+        max_nodes: int = 20000,
     ) -> None:
         self._scorer = Scorer(rules)
         self._lock = threading.Lock()
@@ -65,6 +66,7 @@ class Engine:
         self.max_future = max_future_seconds
         self.max_age = max_age_seconds
         self.status_budget = status_budget
+        self.max_nodes = max_nodes
         metrics.rules.info({"version": rules.version})
 
     @property
@@ -95,6 +97,12 @@ class Engine:
                             f"{', '.join(sorted(allowed_nodes)) or 'no node'}",
                         )
                     prev = last_time.get(sample.node)
+                    if prev is None and len(last_time) >= self.max_nodes:
+                        raise InvalidSample(
+                            "too_many_nodes",
+                            f"node {sample.node}: the analyzer already tracks {self.max_nodes} nodes "
+                            "(the report's limit); raise --max-nodes or shard",
+                        )
                     if prev is not None and sample.timestamp <= prev:
                         raise InvalidSample(
                             "out_of_order",

@@ -90,6 +90,8 @@ class Settings:
     """Largest SampleBatch accepted."""
     max_report_bytes: int = DEFAULT_STATUS_BUDGET
     """Cluster: size budget of the report status (etcd limit 1.5 MiB); 0 disables the check."""
+    max_nodes: int = 20000
+    """Most nodes tracked at once (the CRD allows 20,000 per report); samples for more are rejected."""
     max_clock_skew: float = 300.0
     """Samples further ahead of the analyzer's clock are rejected (seconds)."""
     max_sample_age: float = 300.0
@@ -202,6 +204,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-report-bytes", dest="max_report_bytes", type=int, help="cluster: status size budget (0: none)"
     )
+    parser.add_argument("--max-nodes", dest="max_nodes", type=int, help="most nodes tracked (default 20000)")
     parser.add_argument("--max-clock-skew", dest="max_clock_skew", type=float, help="seconds ahead allowed")
     parser.add_argument("--max-sample-age", dest="max_sample_age", type=float, help="oldest sample accepted (s)")
     parser.add_argument("--log-level", dest="log_level", choices=("debug", "info", "warning", "error"))
@@ -258,6 +261,7 @@ def serve(settings: Settings, *, registry: CollectorRegistry, stop: threading.Ev
         max_future_seconds=settings.max_clock_skew,
         max_age_seconds=settings.max_sample_age,
         status_budget=budget or None,
+        max_nodes=settings.max_nodes,
     )
     parts = _Parts()
     try:

@@ -218,3 +218,30 @@ def test_mtls_limits_a_collector_to_its_own_nodes(ca: TestCA) -> None:
         assert err.value.code() is grpc.StatusCode.UNAVAILABLE, "no client certificate: handshake refused"
     finally:
         a.server.stop(0)
+
+
+def test_garbage_bytes_end_only_that_stream(analyzer: Analyzer) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{analyzer.port}") as ch:
+        raw = ch.stream_stream("/mco.analyzer.v1.Analyzer/StreamSamples")
+        with pytest.raises(grpc.RpcError):
+            list(raw(iter([b"\xff\xfe not a protobuf \x00\x01"]), timeout=30))
+        (ok,) = stream(ch, [codec.batch_to_proto([good("node-1")], collector="c", sequence=1)])
+    assert ok.ack.accepted == 1
+
+
+def test_unknown_signals_are_ignored_and_nodes_are_capped() -> None:
+    a = Analyzer()
+    a.engine.max_nodes = 3
+    try:
+        now = time.time()
+        odd = Sample("node-0", now, {f"futureSignal{i}": reading(f"futureSignal{i}", 1e9) for i in range(50)})
+        batch = codec.batch_to_proto([odd, *(good(f"node-{i}") for i in range(1, 5))], collector="c", sequence=1)
+        with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch:
+            (reply,) = stream(ch, [batch])
+        assert (reply.ack.accepted, reply.ack.rejected) == (3, 2)
+        assert "too_many_nodes" in reply.ack.reject_reasons[0]
+        report = a.engine.build_report().report
+        assert report.node("node-0").signals == {}  # type: ignore[union-attr]
+        assert report.node("node-0").level is Level.UNKNOWN  # type: ignore[union-attr]
+    finally:
+        a.server.stop(0)
