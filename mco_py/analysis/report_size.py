@@ -50,6 +50,8 @@ class Fitted:
     """Encoded size of the status, bytes."""
     nodes_dropped: tuple[str, ...] = ()
     """Nodes left out entirely (only when bare entries do not fit)."""
+    status: dict[str, Any] | None = None
+    """``report_to_status(report)``, already built while measuring (stores reuse it); None if not built."""
 
 
 def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
@@ -57,7 +59,7 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
     status = report_to_status(report)
     size = encoded_size(status)
     if size <= budget:
-        return Fitted(report, size)
+        return Fitted(report, size, status=status)
     nodes = list(report.nodes)
     entries: list[dict[str, Any]] = status["nodes"]
     order = sorted(
@@ -89,5 +91,10 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
             size -= encoded_size(entries[i]) + 1
             dropped.append(nodes[i].name)
         nodes = [n for n, k in zip(nodes, keep, strict=True) if k]
+        entries = [e for e, k in zip(entries, keep, strict=True) if k]
     fitted = dataclasses.replace(report, nodes=tuple(nodes), detail_dropped=stripped)
-    return Fitted(fitted, size + len(str(stripped)), tuple(dropped))
+    summary = {"nodes": len(nodes), "detailDropped": stripped} | {level.value.lower(): 0 for level in Level}
+    for item in nodes:
+        summary[item.level.value.lower()] += 1
+    status = {**status, "summary": summary, "nodes": entries}
+    return Fitted(fitted, size + len(str(stripped)), tuple(dropped), status=status)

@@ -48,7 +48,7 @@ class ReportLoop:
         if not leader:
             return False
         try:
-            self.store.write(fitted.report)
+            self.store.write(fitted.report, status=fitted.status)
         except ReportError as exc:
             self.engine.metrics.write_errors.inc()
             self._failing = True

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from kubernetes import client
@@ -106,7 +106,7 @@ class KubeReportStore:
         log.info("created %s", self.describe())
         return obj
 
-    def _replace_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
+    def _replace_status(self, obj: dict[str, Any], status: Mapping[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
@@ -121,8 +121,8 @@ class KubeReportStore:
         except (ApiException, HTTPError, OSError) as exc:
             raise translate(exc, what=f"update {self.describe()} status") from exc
 
-    def write(self, report: Report) -> None:
-        status = report_to_status(report)
+    def write(self, report: Report, *, status: Mapping[str, Any] | None = None) -> None:
+        status = report_to_status(report) if status is None else status
         conflicts = 0
         errors = 0
         while True:

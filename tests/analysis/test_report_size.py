@@ -58,3 +58,10 @@ def test_nodes_dropped_only_when_bare_entries_do_not_fit() -> None:
     kept = {n.name for n in fitted.report.nodes}
     dropped_levels = {n.level for n in report.nodes if n.name not in kept}
     assert dropped_levels == {Level.NONE}, "High nodes are kept as long as None nodes can go"
+
+
+def test_status_built_while_fitting_equals_the_fitted_report() -> None:
+    for n, budget in ((10, 1_000_000), (2000, 300_000), (500, 20_000)):
+        fitted = fit_report(big_report(n), budget)
+        assert fitted.status == report_to_status(fitted.report)
+        assert encoded_size(fitted.status) <= budget
