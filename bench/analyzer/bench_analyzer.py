@@ -11,6 +11,7 @@ the proto allows), so the figure is the server's cost on one core.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import random
