@@ -72,12 +72,17 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
         if size + margin <= budget:
             break
         entry = entries[i]
-        if not entry.get("signals") and not entry.get("reasons"):
+        signals = entry.get("signals")
+        reasons = entry.get("reasons")
+        if not signals and not reasons:
             continue
-        bare = {k: v for k, v in entry.items() if k != "signals"}
-        bare["reasons"] = []
-        size -= encoded_size(entry) - encoded_size(bare)
-        entries[i] = bare
+        # the entry shrinks by `"signals":{...},` and the content of `"reasons":[...]`
+        if signals is not None:
+            size -= len('"signals":,') + encoded_size(signals)
+            del entry["signals"]
+        if reasons:
+            size -= encoded_size(reasons) - len("[]")
+            entry["reasons"] = []
         item = nodes[i]
         nodes[i] = NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ())
         stripped += 1

@@ -65,3 +65,4 @@ def test_status_built_while_fitting_equals_the_fitted_report() -> None:
         fitted = fit_report(big_report(n), budget)
         assert fitted.status == report_to_status(fitted.report)
         assert encoded_size(fitted.status) <= budget
+        assert abs(fitted.size - encoded_size(fitted.status)) <= 2, "the running size estimate is exact"
