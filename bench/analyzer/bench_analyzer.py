@@ -226,7 +226,7 @@ def main() -> None:
         f"{per_call * 1e9:.0f} ns (compare runs by this figure: the machine may be shared)"
     )
     print("\n== ingest over gRPC (server in this process, clients in another) ==")
-    for nodes, rounds in ((1000, 5 if args.quick else 30), (10000, 1 if args.quick else 4)):
+    for nodes, rounds in ((1000, 5 if args.quick else 30), (10000, 1 if args.quick else 8)):
         r = bench_ingest(nodes, rounds, args.per_batch, args.streams)
         print(
             f"{nodes:>6} nodes: {r['samples']:.0f}/{r['expected']:.0f} samples in {r['wall_s']:.2f}s = "
