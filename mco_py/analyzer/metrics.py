@@ -52,6 +52,11 @@ class AnalyzerMetrics:
         self.collectors = Gauge(
             "mco_analyzer_connected_collectors", "Collector streams currently open", registry=registry
         )
+        self.collector_dropped = Counter(
+            "mco_analyzer_collector_dropped_samples_total",
+            "Samples collectors report they dropped from full send buffers",
+            registry=registry,
+        )
         self.samples = Counter(
             "mco_analyzer_samples_total",
             "Samples received, by result and rejection reason",

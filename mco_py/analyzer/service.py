@@ -118,6 +118,8 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         try:
             async for batch in request_iterator:
                 collector = batch.collector
+                if batch.dropped_since_last:
+                    engine.metrics.collector_dropped.inc(batch.dropped_since_last)
                 outcome = Outcome()
                 decoded: list[Sample] = []
                 for raw in batch.samples:
@@ -184,6 +186,7 @@ def create_server(
             loop.run_until_complete(start())
         except BaseException as exc:
             started.set_exception(exc)
+            loop.close()
             return
         loop.run_forever()
         loop.close()
@@ -192,6 +195,8 @@ def create_server(
     thread.start()
     try:
         server, port = started.result(timeout=30)
-    except RuntimeError as exc:
-        raise ConfigError(f"cannot listen on {listen}: {exc}; pick a free address with --listen") from exc
+    except Exception as exc:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(loop.stop)
+        raise ConfigError(f"cannot serve gRPC on {listen}: {exc}; check --listen and the TLS files") from exc
     return GrpcServer(loop, server, thread), port

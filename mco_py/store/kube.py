@@ -102,6 +102,11 @@ class KubeReportStore:
             err = translate(exc, what=f"create {self.describe()}")
             if isinstance(err, ReportConflict):  # someone created it meanwhile
                 return self._get()
+            if isinstance(err, ReportNotFound):
+                raise StoreUnavailable(
+                    f"{err}; is the CRD {PLURAL}.{GROUP} installed? (mco_crds role or "
+                    "kubectl apply -f mco_py/data/crds/nodeinterferencereports.yaml)"
+                ) from exc
             raise err from exc
         log.info("created %s", self.describe())
         return obj

@@ -20,7 +20,7 @@ from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.rules_watch import RulesWatcher
 from mco_py.analyzer.writer import ReportLoop
-from mco_py.errors import ReportNotFound
+from mco_py.errors import ReportNotFound, StoreUnavailable
 from mco_py.kube.client import load_api_client
 from mco_py.kube.lease import LeaseElector
 from mco_py.kube.rules import INVALID_RULES_REASON, ConfigMapRulesSource
@@ -261,3 +261,12 @@ def test_two_analyzer_processes_hand_over_the_report(api: client.ApiClient, kube
     finally:
         first.stop()
         second.stop()
+
+
+def test_missing_crd_is_explained(kube_api: Any, kubeconfig: Path) -> None:
+    api_client = load_api_client(kubeconfig)
+    try:
+        with pytest.raises(StoreUnavailable, match=r"is the CRD nodeinterferencereports\.mco\.many-core\.io installed"):
+            KubeReportStore(api_client).write(report("node-1"))
+    finally:
+        api_client.close()

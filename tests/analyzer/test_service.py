@@ -16,6 +16,7 @@ from mco_py.analysis.rules import default_rules
 from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.service import TLSFiles, create_server
+from mco_py.errors import ConfigError
 from mco_py.model import Level, Sample, SignalReading
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
@@ -69,7 +70,7 @@ def test_good_and_bad_samples_in_one_batch_are_acked_separately(analyzer: Analyz
         Sample("node-f", now - 3600, {}),
         good("node-g", 5.0),
     ]
-    batch = codec.batch_to_proto(samples, collector="c1", sequence=41)
+    batch = codec.batch_to_proto(samples, collector="c1", sequence=41, dropped_since_last=5)
     batch.samples.append(
         pb.Sample(node="node-h", timestamp_unix_nanos=int(now * 1e9), signals=[pb.Signal(name="oomKills", value=1)] * 2)
     )
@@ -84,6 +85,7 @@ def test_good_and_bad_samples_in_one_batch_are_acked_separately(analyzer: Analyz
     assert analyzer.rejected("out_of_range") == 2
     assert analyzer.rejected("invalid_node_name") == 2
     assert analyzer.metric("mco_analyzer_samples_total", result="accepted", reason="none") == 2
+    assert analyzer.metric("mco_analyzer_collector_dropped_samples_total") == 5
     report = analyzer.engine.build_report().report
     assert [n.name for n in report.nodes] == ["node-a", "node-g"]
     assert report.node("node-a").level is Level.HIGH  # type: ignore[union-attr]
@@ -243,5 +245,14 @@ def test_unknown_signals_are_ignored_and_nodes_are_capped() -> None:
         report = a.engine.build_report().report
         assert report.node("node-0").signals == {}  # type: ignore[union-attr]
         assert report.node("node-0").level is Level.UNKNOWN  # type: ignore[union-attr]
+    finally:
+        a.server.stop(0)
+
+
+def test_unusable_address_is_a_config_error() -> None:
+    a = Analyzer()
+    try:
+        with pytest.raises(ConfigError, match=r"cannot serve gRPC on 127\.0\.0\.1:"):
+            create_server(a.engine, listen=f"127.0.0.1:{a.port}")
     finally:
         a.server.stop(0)
