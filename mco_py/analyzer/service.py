@@ -171,6 +171,7 @@ def create_server(
             options=[
                 ("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", 1024 * 1024),
+                ("grpc.so_reuseport", 0),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
             ]
