@@ -148,6 +148,16 @@ def test_standalone_writes_valid_report_and_metrics(standalone: tuple[Process, P
     assert "mco_analyzer_report_generation_duration_seconds_bucket" in text
     assert "mco_analyzer_leader 1.0" in text
     assert 'mco_analyzer_rules_info{version="2026.11.1"} 1.0' in text
+    shown = subprocess.run(
+        [sys.executable, "-m", "mco_py.cli", "report", "--file", str(report), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "node-hot" in shown.stdout
+    assert "High" in shown.stdout
     assert proc.stop() == 0
 
 
