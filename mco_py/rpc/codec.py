@@ -76,8 +76,9 @@ def sample_from_proto(msg: pb.Sample) -> Sample:
     """Decode one sample.
 
     Per-device readings of one signal (``device`` set, e.g. one ``bioLatencyP99Ms`` per
-    disk) are folded into the worst one (highest value), since the node is judged as a
-    whole. The same signal twice for the same device raises ``duplicate_signal``.
+    disk) are detail: the node-level reading (no device) is the signal. Without one,
+    the devices are folded into the worst (highest value), since the node is judged as
+    a whole. The same signal twice for the same device raises ``duplicate_signal``.
     """
     signals: dict[str, SignalReading] = {}
     for raw in msg.signals:
@@ -94,7 +95,8 @@ def sample_from_proto(msg: pb.Sample) -> Sample:
 
 
 def _sample_with_devices(msg: pb.Sample) -> Sample:
-    signals: dict[str, SignalReading] = {}
+    node_level: dict[str, SignalReading] = {}
+    worst_device: dict[str, SignalReading] = {}
     seen: set[tuple[str, str]] = set()
     for raw in msg.signals:
         name = raw.name
@@ -104,9 +106,13 @@ def _sample_with_devices(msg: pb.Sample) -> Sample:
             raise InvalidSample("duplicate_signal", f"node {msg.node}: signal {where} appears twice in one sample")
         seen.add(key)
         reading = signal_from_proto(raw)
-        have = signals.get(name)
+        if not raw.device:
+            node_level[name] = reading
+            continue
+        have = worst_device.get(name)
         if have is None or (reading.value is not None and (have.value is None or reading.value > have.value)):
-            signals[name] = reading
+            worst_device[name] = reading
+    signals = worst_device | node_level
     return Sample(node=msg.node, timestamp=msg.timestamp_unix_nanos / NANOS, signals=signals)
 
 

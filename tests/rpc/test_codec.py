@@ -76,6 +76,19 @@ def test_per_device_readings_fold_to_the_worst() -> None:
     assert (reading.value, reading.events) == (30.0, 50)
 
 
+def test_node_level_reading_wins_over_per_device_detail() -> None:
+    s = pb.Sample(
+        node="n",
+        signals=[
+            pb.Signal(name="bioLatencyP99Ms", device="vda", value=3.0, events=100),
+            pb.Signal(name="bioLatencyP99Ms", value=4.0, events=150),
+            pb.Signal(name="bioLatencyP99Ms", device="vdb", value=30.0, events=50),
+        ],
+    )
+    reading = codec.sample_from_proto(s).signals["bioLatencyP99Ms"]
+    assert (reading.value, reading.events) == (4.0, 150)
+
+
 @pytest.mark.parametrize("device", ["", "vda"])
 def test_duplicate_signal_is_rejected(device: str) -> None:
     s = pb.Sample(
