@@ -18,7 +18,8 @@ from typing import Any
 
 import msgspec
 
-from mco_py.model import Level, NodeAssessment, Report, report_to_status
+from mco_py.analysis.status import fast_status
+from mco_py.model import Level, NodeAssessment, Report
 
 #: etcd's default request size limit.
 ETCD_REQUEST_LIMIT = 1_572_864
@@ -56,7 +57,7 @@ class Fitted:
 
 def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
     """``report`` unchanged when its status fits ``budget`` bytes, else with detail stripped."""
-    status = report_to_status(report)
+    status = fast_status(report)
     size = encoded_size(status)
     if size <= budget:
         return Fitted(report, size, status=status)

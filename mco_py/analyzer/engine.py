@@ -15,6 +15,7 @@ from mco_py.analysis.report_size import Fitted, fit_report
 from mco_py.analysis.rules import DetectionRules
 from mco_py.analysis.samples import InvalidSample, check_sample
 from mco_py.analysis.scoring import LevelChange, Scorer
+from mco_py.analysis.status import fast_status
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.model import Sample
 
@@ -143,7 +144,10 @@ class Engine:
             report, forgotten = self._scorer.report(now, identity=self.identity)
             for name in forgotten:
                 self._last_time.pop(name, None)
-        fitted = fit_report(report, self.status_budget) if self.status_budget else Fitted(report, 0)
+        if self.status_budget:
+            fitted = fit_report(report, self.status_budget)
+        else:
+            fitted = Fitted(report, 0, status=fast_status(report))
         self.metrics.generation.observe(time.perf_counter() - started)
         self.metrics.publish_nodes(report.nodes, forgotten)
         self.metrics.detail_dropped.set(fitted.report.detail_dropped)
