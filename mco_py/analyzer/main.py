@@ -1,7 +1,8 @@
 """``mco analyzer``: read settings, wire the parts, run until SIGTERM.
 
 Settings come from built-in defaults, then the YAML config file (``--config``, keys in
-camelCase, e.g. ``reportInterval: 5``), then command-line flags (highest precedence).
+camelCase, e.g. ``reportInterval: 5``, or snake_case, ``report_interval: 5``), then
+command-line flags (highest precedence).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ MODES = ("standalone", "cluster")
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Every analyzer setting; the config-file key is the camelCase of the field name."""
+    """Every analyzer setting; the config-file key is the field name or its camelCase."""
 
     mode: str = "standalone"
     """``standalone`` (file report, file rules, always leader) or ``cluster`` (CR, ConfigMap, Lease)."""
@@ -106,7 +107,8 @@ def _camel(name: str) -> str:
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}
-_KEYS = {_camel(name): name for name in _FIELDS}
+#: Config-file keys: camelCase (``reportInterval``) or the field name (``report_interval``, as the collector).
+_KEYS = {_camel(name): name for name in _FIELDS} | {name: name for name in _FIELDS}
 _KEYS["rulesConfigMap"] = "rules_configmap"
 
 

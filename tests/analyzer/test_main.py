@@ -218,6 +218,24 @@ def test_flags_override_config_file(tmp_path: Path) -> None:
     )
 
 
+def test_snake_case_keys_as_the_ansible_role_renders_them(tmp_path: Path) -> None:
+    cfg = tmp_path / "analyzer.yaml"
+    cfg.write_text(
+        'mode: cluster\nidentity: "an-1"\nlisten: ":9876"\nmetrics_port: 9878\nreport_interval: 5\n'
+        'report_file: "/var/lib/mco/report.json"\nreport_name: "cluster"\nrules_file: "/etc/mco/rules.yaml"\n'
+        'rules_interval: 30\nkubeconfig: ""\ntls_ca: ""\ntls_cert: ""\ntls_key: ""\ntoken_file: ""\n'
+        'log_level: "info"\n'
+    )
+    settings = load_settings(parse("--config", str(cfg)))
+    assert (settings.mode, settings.identity, settings.metrics_port, settings.rules_interval) == (
+        "cluster",
+        "an-1",
+        9878,
+        30.0,
+    )
+    assert settings.tls_cert == ""
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [
