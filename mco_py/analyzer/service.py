@@ -23,6 +23,7 @@ from mco_py.analysis.samples import InvalidSample
 from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.errors import ConfigError
 from mco_py.model import Sample
+from mco_py.obs.logging import OnceFilter
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
@@ -79,6 +80,7 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         self.engine = engine
         self.token = token
         self.require_client_cert = require_client_cert
+        self._once = OnceFilter()
 
     async def _authorize(self, context: grpc.aio.ServicerContext[pb.SampleBatch, pb.Control]) -> frozenset[str] | None:
         metrics = self.engine.metrics
@@ -128,6 +130,14 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
                     except InvalidSample as exc:
                         outcome.reject(exc)
                 engine.accept(decoded, outcome, allowed_nodes=allowed)
+                for reason, message in outcome.reasons.items():
+                    if self._once.first(f"{collector}\0{reason}"):
+                        log.warning(
+                            "collector %s: samples rejected (%s); logged once per collector and reason",
+                            collector,
+                            message,
+                            extra={"collector": collector, "reason": reason},
+                        )
                 yield codec.ack(batch.sequence, outcome.accepted, outcome.rejected, outcome.reasons.values())
         finally:
             engine.metrics.collectors.dec()
