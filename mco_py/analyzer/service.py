@@ -119,7 +119,7 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         collector = ""
         try:
             async for batch in request_iterator:
-                collector = batch.collector
+                collector = batch.collector[:253]
                 if batch.dropped_since_last:
                     engine.metrics.collector_dropped.inc(batch.dropped_since_last)
                 outcome = Outcome()
