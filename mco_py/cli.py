@@ -20,6 +20,7 @@ from mco_py.errors import MCOError, ReportNotFound, RulesError
 #: name -> (module, help). Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 SERVICE_COMMANDS: dict[str, tuple[str, str]] = {
     "collector": ("mco_py.collector.main", "sample host signals, export /metrics, stream to the analyzers"),
+    "analyzer": ("mco_py.analyzer.main", "score collector samples and write the interference report"),
     "extender": ("mco_py.extender.main", "scheduler extender (mco-plugin) for Volcano and kube-scheduler"),
 }
 
