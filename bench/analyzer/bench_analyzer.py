@@ -74,8 +74,21 @@ def encoded_batches(nodes: int, rounds: int, per_batch: int, t0: float) -> list[
     return out
 
 
-def _client(port: int, payload: list[bytes], streams: int, ready: mp.Event, result: mp.Queue) -> None:  # type: ignore[type-arg]
-    chunks = [payload[i::streams] for i in range(streams)]
+def _client(
+    port: int,
+    payload: list[bytes],
+    ranges: int,
+    streams: int,
+    *,
+    ready: mp.Event,  # type: ignore[type-arg]
+    result: mp.Queue,  # type: ignore[type-arg]
+) -> None:
+    # one node range always goes through the same stream, so each node's samples stay in order
+    chunks: list[list[bytes]] = [[] for _ in range(streams)]
+    for j, batch in enumerate(payload):
+        chunks[(j % ranges) % streams].append(batch)
+    chunks = [c for c in chunks if c]
+    streams = len(chunks)
     channels = [grpc.insecure_channel(f"127.0.0.1:{port}") for _ in range(streams)]
     calls = [ch.stream_stream(METHOD, request_serializer=None, response_deserializer=None) for ch in channels]
     for ch in channels:
@@ -108,7 +121,8 @@ def bench_ingest(nodes: int, rounds: int, per_batch: int, streams: int) -> dict[
     ctx = mp.get_context("spawn")
     ready, result = ctx.Event(), ctx.Queue()
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-    proc = ctx.Process(target=_client, args=(port, payload, streams, ready, result))
+    ranges = -(-nodes // per_batch)
+    proc = ctx.Process(target=_client, args=(port, payload, ranges, streams), kwargs={"ready": ready, "result": result})
     proc.start()
     ready.wait(60)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
