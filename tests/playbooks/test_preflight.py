@@ -48,7 +48,7 @@ def test_example_inventory_passes() -> None:
     ("extra", "message"),
     [
         ({"mco_kata_enabled": "true"}, "mco_kata_enabled must be true or false"),
-        ({"mco_mode": "hybrid"}, "mco_mode must be 'standalone' or 'cluster'"),
+        ({"mco_mode": "hybrid"}, "mco_mode must be one of: standalone, cluster, got: hybrid"),
         ({"mco_volcano_enabled": True}, "Volcano, Kata and the scheduler ConfigMap need the Kubernetes API"),
         ({"mco_mode": "cluster"}, 'mco_kubeconfig=""'),
         ({"mco_analyzer_addr": "x:1"}, "mco_analyzer_addr is no longer used: use mco_collector_analyzer_addrs"),
