@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup test proto run stop report lint clean
+.PHONY: help setup test proto run stop report clean
 
 help:
 	@echo "make run    - set up, deploy MCO to this host (standalone) and show the report"
@@ -25,3 +25,18 @@ proto: setup
 
 clean:
 	rm -rf $(VENV) collections/ansible_collections collections/.installed .pytest_cache .mypy_cache .ruff_cache
+
+# Standalone MCO on this host: deploy with Ansible, wait for the first report, show it.
+ANSIBLE_PLAYBOOK := $(VENV)/bin/ansible-playbook
+MCO_OFF := '{"mco_collector_enabled": false, "mco_analyzer_enabled": false, "mco_scheduler_plugin_enabled": false}'
+
+run: setup
+	@$(ANSIBLE_PLAYBOOK) -i inventory/local.yml playbooks/site.yml
+	@/opt/mco/venv/bin/mco report --file /var/lib/mco/report.json --wait 60
+
+report:
+	@/opt/mco/venv/bin/mco report --file /var/lib/mco/report.json
+
+stop: setup
+	@$(ANSIBLE_PLAYBOOK) -i inventory/local.yml playbooks/mco.yml -e $(MCO_OFF)
+	@if [ -S /run/mco-supervisor.sock ]; then supervisorctl -c /etc/mco/supervisord.conf shutdown; fi

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mco_py import __version__
 from mco_py.analysis.rules import default_rules_text, parse_rules
-from mco_py.errors import RulesError
+from mco_py.errors import MCOError, ReportNotFound, RulesError
 
 #: name -> (module, help). Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 SERVICE_COMMANDS: dict[str, tuple[str, str]] = {}
@@ -49,6 +49,31 @@ def _cmd_rules_default(_: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    import time  # noqa: PLC0415 - keep `mco version` imports minimal
+
+    from mco_py.report_view import render  # noqa: PLC0415
+    from mco_py.store.base import ReportStore  # noqa: PLC0415
+    from mco_py.store.file import FileReportStore  # noqa: PLC0415
+
+    store: ReportStore = FileReportStore(args.file)
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            report = store.read()
+            break
+        except ReportNotFound as exc:
+            if time.monotonic() >= deadline:
+                print(f"no report yet ({exc}); is the analyzer running? (see docs/runbooks.md)", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+        except MCOError as exc:
+            print(f"cannot read the report from {store.describe()}: {exc}", file=sys.stderr)
+            return 1
+    sys.stdout.write(render(report, fmt=args.output, now=time.time(), source=store.describe()))
+    return 0
+
+
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; only the ``selected`` service module is imported."""
     parser = argparse.ArgumentParser(prog="mco", description="Many-Core Orchestrator")
@@ -64,6 +89,12 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_rules_validate)
     p = rules_sub.add_parser("default", help="print the documented default rules")
     p.set_defaults(func=_cmd_rules_default)
+
+    p = sub.add_parser("report", help="show the interference report (table, json or yaml)")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--file", type=Path, default=Path("/var/lib/mco/report.json"), help="standalone report file")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a first report")
+    p.set_defaults(func=_cmd_report)
 
     for name, (module_name, help_text) in SERVICE_COMMANDS.items():
         p = sub.add_parser(name, help=help_text)

@@ -49,3 +49,61 @@ def test_missing_file_exit_1(tmp_path: Path) -> None:
     out = run("rules", "validate", str(tmp_path / "nope.yaml"))
     assert out.returncode == 1
     assert "cannot read" in out.stderr
+
+
+def _write_report(path: Path) -> None:
+    import time
+
+    from mco_py.model import Level, NodeAssessment, Report
+    from mco_py.store.file import FileReportStore
+
+    now = time.time()
+    FileReportStore(path).write(
+        Report(
+            last_update_time=now,
+            analyzer_identity="host-a",
+            rules_version="2026.11.1",
+            nodes=(
+                NodeAssessment(
+                    name="host-a",
+                    level=Level.LOW,
+                    score=31.25,
+                    signals={"psiIoSomeAvg10": 27.5, "bioLatencyP99Ms": 3.2},
+                    last_sample_time=now - 2,
+                    reasons=("psiIoSomeAvg10=27.5 above warn 20",),
+                ),
+            ),
+        )
+    )
+
+
+def test_report_table_json_yaml(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+
+    path = tmp_path / "report.json"
+    _write_report(path)
+    table = run("report", "--file", str(path))
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[1].split()[:3] == ["NODE", "LEVEL", "SCORE"]
+    row = lines[2].split()
+    assert row[:3] == ["host-a", "Low", "31.2"]
+    assert "27.50" in row
+    assert "host-a: psiIoSomeAvg10=27.5 above warn 20" in table.stdout
+    as_json = json.loads(run("report", "--file", str(path), "-o", "json").stdout)
+    assert as_json["nodes"][0]["level"] == "Low"
+    as_yaml = yaml.safe_load(run("report", "--file", str(path), "-o", "yaml").stdout)
+    assert as_yaml["analyzer"]["rulesVersion"] == "2026.11.1"
+
+
+def test_report_missing_and_garbage(tmp_path: Path) -> None:
+    missing = run("report", "--file", str(tmp_path / "none.json"))
+    assert missing.returncode == 1
+    assert "no report yet" in missing.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    garbage = run("report", "--file", str(bad))
+    assert garbage.returncode == 1
+    assert "not valid JSON" in garbage.stderr

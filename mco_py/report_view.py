@@ -1,0 +1,73 @@
+"""Render a report for people (`mco report`): a table, or JSON/YAML. Pure functions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from mco_py.model import NodeAssessment, Report, format_time, report_to_status
+
+COLUMNS = ("NODE", "LEVEL", "SCORE", "PSI CPU", "PSI MEM", "PSI IO", "LLC MISS", "BIO P99 MS", "AGE")
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"
+
+
+def _row(node: NodeAssessment, now: float) -> tuple[str, ...]:
+    s = node.signals
+    age = None if node.last_sample_time is None else now - node.last_sample_time
+    return (
+        node.name,
+        node.level.value,
+        _num(node.score),
+        _num(s.get("psiCpuSomeAvg10"), 2),
+        _num(s.get("psiMemorySomeAvg10"), 2),
+        _num(s.get("psiIoSomeAvg10"), 2),
+        _num(s.get("llcMissRate"), 3),
+        _num(s.get("bioLatencyP99Ms"), 2),
+        _age(age),
+    )
+
+
+def render_table(report: Report, *, now: float, source: str = "") -> str:
+    """A fixed-width table, one row per node, with a header line about the report itself."""
+    rows = [COLUMNS, *(_row(n, now) for n in report.nodes)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = [
+        f"report {source or '-'}: updated {format_time(report.last_update_time)} "
+        f"({_age(now - report.last_update_time)} ago) by {report.analyzer_identity or '?'}, "
+        f"rules {report.rules_version or '?'}"
+    ]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if not report.nodes:
+        lines.append("(no nodes yet: is a collector streaming to the analyzer?)")
+    for node in report.nodes:
+        for reason in node.reasons:
+            lines.append(f"  {node.name}: {reason}")
+    return "\n".join(lines) + "\n"
+
+
+def render(report: Report, *, fmt: str, now: float, source: str = "") -> str:
+    """``table``, ``json`` or ``yaml`` (the latter two are the report status document)."""
+    if fmt == "table":
+        return render_table(report, now=now, source=source)
+    doc: dict[str, Any] = report_to_status(report)
+    if fmt == "json":
+        return json.dumps(doc, indent=2) + "\n"
+    if fmt == "yaml":
+        return str(yaml.safe_dump(doc, sort_keys=False))
+    raise ValueError(f"unknown output format {fmt!r}; use table, json or yaml")
