@@ -33,6 +33,23 @@ class VolcanoConfError(ValueError):
     """The scheduler configuration cannot be edited safely."""
 
 
+def _plain(value: Any) -> Any:
+    """Plain Python types (Ansible passes tagged str/dict subclasses that PyYAML cannot represent)."""
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _scalar(node: yaml.Node) -> Any:
     return yaml.safe_load(yaml.serialize(node)) if node is not None else None
 
@@ -75,6 +92,7 @@ def _plugin_name(item: yaml.Node) -> str | None:
 
 def find_extender(conf: str) -> dict[str, Any]:
     """Where the ``extender`` entry is (tier/index) and its arguments; the target tier."""
+    conf = _plain(conf)
     root = _compose(conf)
     tiers = _tiers(root)
     found: list[dict[str, Any]] = []
@@ -211,6 +229,7 @@ def set_extender(conf: str, arguments: dict[str, Any], ours_prefix: str, replace
     """
     if not isinstance(conf, str):
         raise VolcanoConfError(f"volcano-scheduler.conf must be text, got {type(conf).__name__}")
+    conf, arguments, ours_prefix = _plain(conf), _plain(arguments), _plain(ours_prefix)
     find = find_extender(conf)
     _check_foreign(find, ours_prefix, replace_foreign)
     if find["found"] and find["tier"] == find["target_tier"] and find["arguments"] == dict(arguments):
