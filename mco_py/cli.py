@@ -18,7 +18,9 @@ from mco_py.analysis.rules import default_rules_text, parse_rules
 from mco_py.errors import MCOError, ReportNotFound, RulesError
 
 #: name -> (module, help). Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
-SERVICE_COMMANDS: dict[str, tuple[str, str]] = {}
+SERVICE_COMMANDS: dict[str, tuple[str, str]] = {
+    "collector": ("mco_py.collector.main", "sample host signals, export /metrics, stream to the analyzers"),
+}
 
 
 def _cmd_version(_: argparse.Namespace) -> int:

@@ -1,0 +1,381 @@
+"""gRPC client stream to the analyzers, and the sample -> protobuf conversion.
+
+One :class:`AnalyzerStream` per analyzer address (collectors stream to every
+replica), on grpc.aio in its own thread. Each keeps a bounded send buffer (oldest sample dropped and counted
+when full), runs ``Analyzer.StreamSamples`` in its own thread and re-opens it
+after failures with exponential backoff and jitter. Optional TLS/mTLS and a
+bearer token (``authorization: Bearer <token>``, read from a file at each
+connect so it can be rotated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import random
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from mco_py import __version__
+from mco_py.collector.config import StreamConfig
+from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
+from mco_py.errors import ConfigError
+from mco_py.obs.logging import OnceFilter
+from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
+from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+_KINDS: dict[Absence, pb.AbsenceKind.ValueType] = {
+    Absence.UNSUPPORTED: pb.ABSENCE_KIND_UNSUPPORTED,
+    Absence.PERMISSION: pb.ABSENCE_KIND_PERMISSION,
+    Absence.READ_ERROR: pb.ABSENCE_KIND_READ_ERROR,
+    Absence.INSUFFICIENT_DATA: pb.ABSENCE_KIND_INSUFFICIENT_DATA,
+    Absence.DISABLED: pb.ABSENCE_KIND_DISABLED,
+    Absence.WARMING_UP: pb.ABSENCE_KIND_WARMING_UP,
+}
+
+
+def reading_to_proto(reading: Reading) -> pb.Signal:
+    """One reading as a ``Signal`` (value or absence, backend, device, events)."""
+    signal = pb.Signal(name=reading.name, device=reading.device, backend=reading.backend)
+    if reading.value is not None:
+        signal.value = reading.value
+    else:
+        kind = (
+            _KINDS.get(reading.absence, pb.ABSENCE_KIND_UNSPECIFIED) if reading.absence else pb.ABSENCE_KIND_UNSPECIFIED
+        )
+        signal.absent.CopyFrom(pb.Absence(kind=kind, reason=reading.reason))
+    if reading.events is not None:
+        signal.events = max(0, reading.events)
+    return signal
+
+
+def sample_to_proto(sample: NodeSample) -> pb.Sample:
+    """One collector sample as the wire ``Sample``; signal names are the report keys."""
+    return pb.Sample(
+        node=sample.node,
+        timestamp_unix_nanos=round(sample.timestamp * 1e9),
+        signals=[reading_to_proto(r) for r in sample.readings],
+        interval_ms=max(0, round(sample.interval * 1000)),
+    )
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"{what} {path}: cannot read ({exc.strerror or exc}); fix the path or its permissions"
+        ) from exc
+
+
+def channel_credentials(config: StreamConfig) -> grpc.ChannelCredentials | None:
+    """TLS credentials from the configured files; None for plaintext."""
+    if config.tls_ca is None and config.tls_cert is None and config.tls_key is None:
+        return None
+    if (config.tls_cert is None) != (config.tls_key is None):
+        raise ConfigError("tls_cert and tls_key must be given together (mTLS client certificate and its key)")
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(config.tls_ca, "tls_ca") if config.tls_ca else None,
+        private_key=_read(config.tls_key, "tls_key") if config.tls_key else None,
+        certificate_chain=_read(config.tls_cert, "tls_cert") if config.tls_cert else None,
+    )
+
+
+def _metadata(config: StreamConfig) -> tuple[tuple[str, str], ...]:
+    if config.token_file is None:
+        return ()
+    token = _read(config.token_file, "token_file").decode("utf-8", "replace").strip()
+    if not token:
+        raise ConfigError(f"token_file {config.token_file} is empty; put the shared bearer token in it")
+    return (("authorization", f"Bearer {token}"),)
+
+
+class AnalyzerStream:
+    """The stream to one analyzer, with its own buffer and reconnect loop.
+
+    The loop runs on grpc.aio in its own thread with its own event loop: the
+    synchronous gRPC API polls in 0.1-0.2 s steps in several threads, which
+    costs more CPU than the whole sample at a 1 s interval.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        config: StreamConfig,
+        *,
+        collector_id: str,
+        on_set_interval: Callable[[float], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.target = target
+        self._config = config
+        self._collector_id = collector_id
+        self._on_set_interval = on_set_interval
+        self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
+        self._credentials = channel_credentials(config)
+        self._buffer: collections.deque[pb.Sample] = collections.deque()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._once = OnceFilter()
+        self._sent = self._dropped = self._dropped_unreported = self._reconnects = self._acked = 0
+        self._connected = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._stopping: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._thread_main, name=f"stream-{target}", daemon=True)
+
+    def start(self) -> None:
+        """Start the connect/stream loop."""
+        self._thread.start()
+
+    def publish(self, sample: pb.Sample) -> None:
+        """Queue ``sample``; drops (and counts) the oldest when the buffer is full."""
+        with self._lock:
+            if len(self._buffer) >= self._config.buffer_samples:
+                self._buffer.popleft()
+                self._dropped += 1
+                self._dropped_unreported += 1
+            self._buffer.append(sample)
+        self._call_soon(self._wake)
+
+    def _call_soon(self, event: asyncio.Event | None) -> None:
+        loop = self._loop
+        if loop is None or event is None:
+            return
+        with contextlib.suppress(RuntimeError):  # loop already closed
+            loop.call_soon_threadsafe(event.set)
+
+    def status(self) -> StreamStatus:
+        """Counters for the self-metrics."""
+        with self._lock:
+            return StreamStatus(
+                analyzer=self.target,
+                connected=self._connected,
+                sent=self._sent,
+                dropped=self._dropped,
+                buffered=len(self._buffer),
+                reconnects=self._reconnects,
+                acked=self._acked,
+            )
+
+    def _channel(self) -> grpc.aio.Channel:
+        options: list[tuple[str, int | str]] = [
+            ("grpc.keepalive_time_ms", self._config.keepalive_time_ms),
+            ("grpc.keepalive_timeout_ms", self._config.keepalive_timeout_ms),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.initial_reconnect_backoff_ms", int(self._config.backoff_initial_s * 1000)),
+            ("grpc.max_reconnect_backoff_ms", int(self._config.backoff_max_s * 1000)),
+        ]
+        if self._config.tls_server_name:
+            options.append(("grpc.ssl_target_name_override", self._config.tls_server_name))
+        if self._credentials is not None:
+            return grpc.aio.secure_channel(self.target, self._credentials, options=options)
+        return grpc.aio.insecure_channel(self.target, options=options)
+
+    def _take_batch(self, inflight: dict[int, list[pb.Sample]], sequence: int) -> pb.SampleBatch | None:
+        with self._lock:
+            if not self._buffer:
+                return None
+            samples = [self._buffer.popleft() for _ in range(min(len(self._buffer), self._config.batch_max))]
+            dropped, self._dropped_unreported = self._dropped_unreported, 0
+            inflight[sequence] = samples
+        return pb.SampleBatch(
+            collector=self._collector_id,
+            collector_version=__version__,
+            sequence=sequence,
+            samples=samples,
+            dropped_since_last=dropped,
+        )
+
+    async def _writer(
+        self, call: grpc.aio.StreamStreamCall[pb.SampleBatch, pb.Control], inflight: dict[int, list[pb.Sample]]
+    ) -> None:
+        assert self._wake is not None
+        sequence = 0
+        while True:
+            self._wake.clear()
+            batch = self._take_batch(inflight, sequence + 1)
+            if batch is None:
+                await self._wake.wait()
+                continue
+            sequence += 1
+            await call.write(batch)
+
+    async def _reader(
+        self, call: grpc.aio.StreamStreamCall[pb.SampleBatch, pb.Control], inflight: dict[int, list[pb.Sample]]
+    ) -> bool:
+        acked = False
+        async for control in call:
+            if self._handle(control, inflight) and not acked:
+                acked = True
+                self._once.clear("down")
+                log.info("streaming to analyzer %s", self.target, extra={"analyzer": self.target})
+        return acked
+
+    def _handle(self, control: pb.Control, inflight: dict[int, list[pb.Sample]]) -> bool:
+        which = control.WhichOneof("kind")
+        if which == "ack":
+            with self._lock:
+                for sequence in [s for s in inflight if s <= control.ack.sequence]:
+                    self._sent += len(inflight.pop(sequence))
+                self._acked += control.ack.accepted
+                self._connected = True
+            if control.ack.rejected and self._once.first(f"rejected:{list(control.ack.reject_reasons)}"):
+                log.warning(
+                    "analyzer %s rejected samples: %s",
+                    self.target,
+                    "; ".join(control.ack.reject_reasons),
+                    extra={"analyzer": self.target},
+                )
+            return True
+        if which == "set_interval" and self._on_set_interval is not None and control.set_interval.interval_ms > 0:
+            self._on_set_interval(control.set_interval.interval_ms / 1000.0)
+        return False
+
+    def _requeue(self, inflight: dict[int, list[pb.Sample]]) -> None:
+        """Put samples the analyzer never acknowledged back at the front (oldest dropped past the bound)."""
+        with self._lock:
+            unacked = [sample for sequence in sorted(inflight) for sample in inflight[sequence]]
+            inflight.clear()
+            self._buffer.extendleft(reversed(unacked))
+            while len(self._buffer) > self._config.buffer_samples:
+                self._buffer.popleft()
+                self._dropped += 1
+                self._dropped_unreported += 1
+
+    def _thread_main(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._wake, self._stopping = asyncio.Event(), asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        if self._stop.is_set():
+            return
+        attempt = 0
+        first = True
+        while not self._stop.is_set():
+            if not first:
+                with self._lock:
+                    self._reconnects += 1
+            first = False
+            acked = await self._stream_once()
+            with self._lock:
+                self._connected = False
+            if self._stop.is_set():
+                break
+            attempt = 0 if acked else attempt + 1
+            delay = min(self._config.backoff_max_s, self._config.backoff_initial_s * (2 ** min(attempt, 30)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self._rng.uniform(delay / 2, delay))
+        self._loop = None
+
+    async def _until_stopped_or(self, awaitable: Awaitable[Any], limit: float | None) -> bool:
+        """Run ``awaitable``; False when stopped or timed out first."""
+        assert self._stopping is not None
+        task = asyncio.ensure_future(awaitable)
+        stopper = asyncio.ensure_future(self._stopping.wait())
+        done, _ = await asyncio.wait({task, stopper}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        for pending in (task, stopper):
+            pending.cancel()
+        await asyncio.gather(task, stopper, return_exceptions=True)
+        return task in done and not task.cancelled() and task.exception() is None
+
+    def _log_down(self, problem: str) -> None:
+        if not self._stop.is_set() and self._once.first("down"):
+            log.warning(
+                "stream to analyzer %s: %s; reconnecting with backoff",
+                self.target,
+                problem,
+                extra={"analyzer": self.target},
+            )
+
+    async def _stream_once(self) -> bool:
+        """One stream until it fails or we stop; True when the analyzer acknowledged something."""
+        assert self._stopping is not None
+        inflight: dict[int, list[pb.Sample]] = {}
+        try:
+            metadata = _metadata(self._config)
+        except ConfigError as exc:
+            if self._once.first(f"config:{exc}"):
+                log.error("stream to %s: %s", self.target, exc, extra={"analyzer": self.target})
+            return False
+        channel = self._channel()
+        try:
+            if not await self._until_stopped_or(channel.channel_ready(), max(1.0, self._config.backoff_max_s)):
+                self._log_down("unreachable")
+                return False
+            stub = pb_grpc.AnalyzerStub(channel)
+            # grpc-stubs want a request iterator; grpc.aio also allows none and call.write() per message.
+            call: grpc.aio.StreamStreamCall[pb.SampleBatch, pb.Control] = stub.StreamSamples(metadata=metadata)  # type: ignore[call-arg]
+            reader = asyncio.ensure_future(self._reader(call, inflight))
+            writer = asyncio.ensure_future(self._writer(call, inflight))
+            stopper = asyncio.ensure_future(self._stopping.wait())
+            await asyncio.wait({reader, writer, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            call.cancel()
+            for task in (reader, writer, stopper):
+                task.cancel()
+            results = await asyncio.gather(reader, writer, stopper, return_exceptions=True)
+            errors = [r for r in results if isinstance(r, grpc.RpcError)]
+            if errors:
+                error = errors[0]
+                code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
+                details = error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
+                self._log_down(f"failed ({code.name if code else '?'}: {details})")
+            elif not self._stop.is_set():
+                self._log_down("the analyzer ended the stream")
+            return results[0] is True
+        finally:
+            self._requeue(inflight)
+            await channel.close(None)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the loop, cancel the stream and close the channel."""
+        self._stop.set()
+        self._call_soon(self._stopping)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+
+class StreamFanout:
+    """The streams to every configured analyzer."""
+
+    def __init__(
+        self,
+        config: StreamConfig,
+        *,
+        collector_id: str,
+        on_set_interval: Callable[[float], None] | None = None,
+    ) -> None:
+        self.streams: Sequence[AnalyzerStream] = [
+            AnalyzerStream(target, config, collector_id=collector_id, on_set_interval=on_set_interval)
+            for target in dict.fromkeys(config.analyzers)
+        ]
+
+    def start(self) -> None:
+        """Start every stream."""
+        for stream in self.streams:
+            stream.start()
+
+    def publish(self, sample: NodeSample) -> None:
+        """Send ``sample`` to every analyzer."""
+        message = sample_to_proto(sample)
+        for stream in self.streams:
+            stream.publish(message)
+
+    def statuses(self) -> list[StreamStatus]:
+        """Self-metric counters of every stream."""
+        return [s.status() for s in self.streams]
+
+    def close(self) -> None:
+        """Close every stream."""
+        for stream in self.streams:
+            stream.close()

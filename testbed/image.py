@@ -1,0 +1,192 @@
+"""The base image every booted node runs: Debian bookworm (debootstrap minbase) with the
+packages of ``testbed/packages.txt`` baked in.
+
+The image lives outside the clone, in ``${MCO_CACHE:-~/.cache/mco}/testbed/image-<hash>``,
+where ``<hash>`` covers everything that decides its content (the package list and this
+file). It is built into a temporary directory and renamed into place only when complete,
+under a lock, so an interrupted build is never reused and concurrent builders wait for
+one another instead of building twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from testbed import system
+from testbed.errors import TestbedError
+
+log = logging.getLogger(__name__)
+
+SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+PACKAGES_FILE = Path(__file__).with_name("packages.txt")
+#: Bumped by hand when the build steps change in a way the source hash would not show.
+IMAGE_FORMAT = "1"
+#: Timers that would run apt or disk maintenance inside a short-lived test node.
+DISABLED_TIMERS = ("apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "fstrim.timer")
+RESOLV_CONF = "# mco test-bed node: no nameserver on purpose (nodes have no route to a resolver)\n"
+SSHD_DROPIN = "# mco test-bed node\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n"
+BUILD_TIMEOUT_SECONDS = 900
+
+
+def cache_root() -> Path:
+    """``${MCO_CACHE:-~/.cache/mco}/testbed``: project-owned, outside the clone."""
+    base = os.environ.get("MCO_CACHE") or str(Path.home() / ".cache" / "mco")
+    return Path(base) / "testbed"
+
+
+def read_packages(path: Path = PACKAGES_FILE) -> list[str]:
+    """Package names from the list file; a bad line is an error naming the line."""
+    names = []
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", line):
+            raise TestbedError(f"{path}:{number}: {line!r} is not a Debian package name (one name per line)")
+        names.append(line)
+    if not names:
+        raise TestbedError(f"{path} lists no packages")
+    return names
+
+
+def image_hash(packages_file: Path = PACKAGES_FILE) -> str:
+    """Hash of the image inputs: the package list, this build script and the format number."""
+    digest = hashlib.sha256()
+    digest.update(f"{SUITE}\0{IMAGE_FORMAT}\0".encode())
+    digest.update(" ".join(sorted(read_packages(packages_file))).encode())
+    digest.update(Path(__file__).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def image_path(root: Path | None = None, packages_file: Path = PACKAGES_FILE) -> Path:
+    """Where the image for the current inputs lives (it may not be built yet)."""
+    return (root or cache_root()) / f"image-{image_hash(packages_file)}"
+
+
+def host_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
+    """The Debian mirror this host's apt uses for bookworm (MCO_TESTBED_MIRROR overrides)."""
+    override = os.environ.get("MCO_TESTBED_MIRROR")
+    if override:
+        return override
+    candidates: list[str] = []
+    for path in sorted((sources_dir / "sources.list.d").glob("*.sources")):
+        for stanza in path.read_text().split("\n\n"):
+            fields = dict(
+                line.split(":", 1) for line in stanza.splitlines() if ":" in line and not line.startswith("#")
+            )
+            suites = fields.get("Suites", "").split()
+            if SUITE in suites:
+                candidates.extend(fields.get("URIs", "").split())
+    lists = [sources_dir / "sources.list", *sorted((sources_dir / "sources.list.d").glob("*.list"))]
+    for path in lists:
+        if path.is_file():
+            for line in path.read_text().splitlines():
+                parts = line.split("#", 1)[0].split()
+                if len(parts) >= 3 and parts[0] == "deb" and SUITE in parts:
+                    candidates.extend(p for p in parts[1:] if p.startswith(("http://", "https://")))
+    for uri in candidates:
+        if uri.rstrip("/").endswith("/debian"):
+            return uri.rstrip("/")
+    return DEFAULT_MIRROR
+
+
+@contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "build.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_image(*, root: Path | None = None, packages_file: Path = PACKAGES_FILE, rebuild: bool = False) -> Path:
+    """Return the image directory for the current inputs, building it first when missing."""
+    root = root or cache_root()
+    target = image_path(root, packages_file)
+    if target.is_dir() and not rebuild:
+        return target
+    system.preflight()
+    with _locked(root):
+        for stale in root.glob(".build-*"):
+            log.info("removing an interrupted image build: %s", stale)
+            system.remove_tree(stale)
+        if target.is_dir() and not rebuild:
+            return target  # another process built it while we waited for the lock
+        scratch = root / f".build-{target.name}-{os.getpid()}"
+        started = time.monotonic()
+        try:
+            _build(scratch, read_packages(packages_file), host_mirror())
+            (scratch / "etc" / "mco-testbed-image").write_text(f"{target.name}\n")
+            if target.exists():
+                system.remove_tree(target)
+            scratch.rename(target)
+        finally:
+            system.remove_tree(scratch)
+        log.info("built %s in %.0f s", target, time.monotonic() - started)
+    return target
+
+
+def prune_images(*, root: Path | None = None, keep: Path | None = None) -> list[Path]:
+    """Remove images other than ``keep`` (default: the current one) that no mounted overlay uses."""
+    root = root or cache_root()
+    keep = keep or image_path(root)
+    in_use = Path("/proc/self/mountinfo").read_text()
+    removed = []
+    with _locked(root):
+        for candidate in sorted(root.glob("image-*")):
+            if candidate != keep and f"lowerdir={candidate}" not in in_use:
+                system.remove_tree(candidate)
+                removed.append(candidate)
+    return removed
+
+
+def _build(scratch: Path, packages: list[str], mirror: str) -> None:
+    print(f"testbed: building the node image ({len(packages)} packages from {mirror}); takes ~1-2 min once")
+    argv = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(packages)}",
+        "--components=main",
+        SUITE,
+        str(scratch),
+        mirror,
+    ]
+    try:
+        system.run(argv, timeout=BUILD_TIMEOUT_SECONDS)
+    finally:
+        system.unmount_tree(scratch)  # debootstrap leaves /proc and /sys mounted when it fails
+    _configure(scratch)
+
+
+def _configure(rootfs: Path) -> None:
+    """Make the debootstrapped tree boot fast and quietly as a disposable test node."""
+    etc = rootfs / "etc"
+    resolv = etc / "resolv.conf"
+    resolv.unlink(missing_ok=True)
+    resolv.write_text(RESOLV_CONF)
+    # Empty machine-id: systemd derives a fresh one from the container UUID on every boot.
+    (etc / "machine-id").write_text("")
+    (rootfs / "var" / "lib" / "dbus" / "machine-id").unlink(missing_ok=True)
+    (etc / "hostname").unlink(missing_ok=True)
+    (etc / "ssh" / "sshd_config.d").mkdir(parents=True, exist_ok=True)
+    (etc / "ssh" / "sshd_config.d" / "mco-testbed.conf").write_text(SSHD_DROPIN)
+    ssh_dir = rootfs / "root" / ".ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    for timer in DISABLED_TIMERS:
+        (etc / "systemd" / "system" / "timers.target.wants" / timer).unlink(missing_ok=True)
+    for deb in (rootfs / "var" / "cache" / "apt" / "archives").glob("*.deb"):
+        deb.unlink()
+    missing = [p for p in ("usr/bin/python3", "usr/sbin/sshd", "lib/systemd/systemd") if not (rootfs / p).exists()]
+    if missing:
+        raise TestbedError(f"image build incomplete, missing {', '.join(missing)}; check testbed/packages.txt")

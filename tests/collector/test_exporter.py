@@ -1,0 +1,120 @@
+"""/metrics of a running collector (fixture roots, port 0) and the series rules."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from mco_py.collector.config import load_settings
+from mco_py.collector.exporter import CollectorMetrics
+from mco_py.collector.main import CollectorDaemon
+from mco_py.collector.sampler import Sampler, open_sources
+from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def names(series: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> set[str]:
+    return {name for name, _ in series}
+
+
+def test_running_collector_exports_fixture_values(host_tree: Path) -> None:
+    settings = load_settings(
+        flags={
+            "node_name": "node-a",
+            "proc_root": host_tree / "proc",
+            "sys_root": host_tree / "sys",
+            "tracefs_root": host_tree / "no-tracefs",
+            "bio_backend": "diskstats",
+            "metrics_host": "127.0.0.1",
+            "metrics_port": 0,
+            "interval_s": 0.1,
+            "stream": False,
+        }
+    )
+    sampler = Sampler(open_sources(settings), node=settings.node_name)
+    daemon = CollectorDaemon(settings, sampler, registry=CollectorRegistry())
+    try:
+        daemon.start()
+        deadline = time.monotonic() + 10
+        while True:
+            series = scrape(daemon.port)
+            if series.get(("mco_collector_samples_total", ())) and series[("mco_collector_samples_total", ())] >= 2:
+                break
+            assert time.monotonic() < deadline, "no samples taken"
+            time.sleep(0.05)
+    finally:
+        daemon.close()
+        sampler.close()
+    io_some = float((host_tree / "proc/pressure/io").read_text().split()[1].split("=")[1])
+    assert series[("mco_node_psi_io_some_avg10_raw", ())] == io_some
+    for resource in ("cpu", "memory", "io"):
+        for kind in ("some", "full"):
+            assert (f"mco_node_psi_{resource}_{kind}_avg10_raw", ()) in series
+            assert (f"mco_node_psi_{resource}_{kind}_rate_raw", ()) in series  # fixture unchanged -> 0 %
+    assert series[("mco_node_psi_io_some_rate_raw", ())] == 0.0
+    # No PMU in the fixture host -> no series at all, and the absence is labelled.
+    assert "mco_node_cache_miss_rate" not in names(series)
+    assert series[("mco_collector_signal_absent", (("kind", "unsupported"), ("signal", "llcMissRate")))] == 1.0
+    assert "mco_node_bio_latency_p99_ms_raw" not in names(series)
+    assert series[("mco_collector_backend_info", (("backend", "diskstats-average"), ("signal", "bio")))] == 1.0
+    assert series[("mco_collector_backend_info", (("backend", "procfs"), ("signal", "psi")))] == 1.0
+    assert series[("mco_collector_sample_duration_seconds_count", ())] >= 2
+    assert "mco_node_cpu_steal_percent_raw" not in names(series)  # fixture frozen: no CPU time passes
+    assert series[("mco_node_oom_kills_raw", ())] == 0.0
+
+
+def test_series_follow_presence() -> None:
+    registry = CollectorRegistry()
+    statuses = [StreamStatus("a:9876", connected=True, sent=5, dropped=2, buffered=1, reconnects=1)]
+    metrics = CollectorMetrics(registry, streams=lambda: statuses)
+    present = NodeSample(
+        node="n",
+        timestamp=0.0,
+        interval=1.0,
+        readings=(
+            Reading("bioLatencyP99Ms", 1.5, "libbpf", events=300),
+            Reading("bioLatencyP99Ms", 2.5, "libbpf", device="vda", events=200),
+            Reading("llcMissRate", 0.25, "perf"),
+        ),
+        backends={"bio": "libbpf"},
+    )
+    metrics.samples.update(present)
+    assert registry.get_sample_value("mco_node_bio_latency_p99_ms_raw") == 1.5
+    assert registry.get_sample_value("mco_device_bio_latency_p99_ms_raw", {"device": "vda"}) == 2.5
+    assert registry.get_sample_value("mco_device_bio_requests_raw", {"device": "vda"}) == 200
+    assert registry.get_sample_value("mco_node_cache_miss_rate") == 0.25
+    assert registry.get_sample_value("mco_collector_samples_dropped_total", {"analyzer": "a:9876"}) == 2
+    assert registry.get_sample_value("mco_collector_stream_connected", {"analyzer": "a:9876"}) == 1
+    absent = NodeSample(
+        node="n",
+        timestamp=1.0,
+        interval=1.0,
+        readings=(
+            Reading.absent("bioLatencyP99Ms", "libbpf", Absence.INSUFFICIENT_DATA, "3 requests", events=3),
+            Reading.absent("llcMissRate", "perf", Absence.UNSUPPORTED, "no PMU"),
+        ),
+        backends={"bio": "libbpf"},
+    )
+    metrics.samples.update(absent)
+    assert registry.get_sample_value("mco_node_bio_latency_p99_ms_raw") is None
+    assert registry.get_sample_value("mco_device_bio_latency_p99_ms_raw", {"device": "vda"}) is None
+    assert registry.get_sample_value("mco_node_cache_miss_rate") is None
+    assert (
+        registry.get_sample_value(
+            "mco_collector_signal_absent", {"signal": "bioLatencyP99Ms", "kind": "insufficient_data"}
+        )
+        == 1
+    )

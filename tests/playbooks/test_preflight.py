@@ -1,0 +1,60 @@
+"""The fact-free inventory check rejects bad inventories with a message naming the variable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def preflight(extra: dict[str, Any], inventory: str = "inventory/local.yml") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            inventory,
+            "playbooks/preflight.yml",
+            "-e",
+            json.dumps(extra),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_local_inventory_passes() -> None:
+    out = preflight({})
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_example_inventory_passes() -> None:
+    out = preflight({}, inventory="inventory/example")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"mco_kata_enabled": "true"}, "mco_kata_enabled must be true or false"),
+        ({"mco_mode": "hybrid"}, "mco_mode must be 'standalone' or 'cluster'"),
+        ({"mco_volcano_enabled": True}, "Volcano, Kata and the scheduler ConfigMap need the Kubernetes API"),
+        ({"mco_mode": "cluster"}, 'mco_kubeconfig=""'),
+        ({"mco_analyzer_addr": "x:1"}, "mco_analyzer_addr is no longer used: use mco_collector_analyzer_addrs"),
+    ],
+)
+def test_bad_inventory_is_rejected(extra: dict[str, Any], message: str) -> None:
+    out = preflight(extra)
+    assert out.returncode != 0
+    assert message in out.stdout, out.stdout

@@ -1,0 +1,178 @@
+"""Test-bed parts that need no root: names, addresses, inventory, package list, mirror, mounts."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed import cli, image, nodes, system
+from testbed.errors import TestbedError
+
+
+@pytest.fixture
+def bed(tmp_path: Path) -> nodes.Bed:
+    return nodes.Bed("unit", root=tmp_path)
+
+
+def _record(bed: nodes.Bed, name: str, address: str) -> None:
+    bed.save(
+        nodes.NodeState(
+            name=name, bed=bed.name, address=address, netns=bed.node_netns(name), root="/nonexistent", image="/img"
+        )
+    )
+
+
+@pytest.mark.parametrize("name", ["", "A", "a-b", "x" * 21, "dev/../x"])
+def test_bad_bed_names_are_refused_with_the_rule(name: str) -> None:
+    with pytest.raises(TestbedError, match="lower-case letters and digits"):
+        nodes.check_bed_name(name)
+
+
+@pytest.mark.parametrize("name", ["", "ctl", "Node", "1node", "node_a", "n" * 32])
+def test_bad_node_names_are_refused_with_the_rule(name: str) -> None:
+    with pytest.raises(TestbedError, match="start with a letter"):
+        nodes.check_node_name(name)
+
+
+def test_names_derive_from_bed_and_node(bed: nodes.Bed, tmp_path: Path) -> None:
+    assert bed.ctl_netns == "mcotb-unit-ctl"
+    assert bed.node_netns("node-a") == "mcotb-unit-node-a"
+    assert bed.node_dir("node-a") == tmp_path / "unit" / "nodes" / "node-a"
+    assert bed.ssh_key == tmp_path / "id_ed25519"
+
+
+def test_addresses_are_allocated_from_dot_ten_and_never_twice(bed: nodes.Bed) -> None:
+    assert bed.allocate_address(None) == "10.213.0.10"
+    _record(bed, "node-a", "10.213.0.10")
+    _record(bed, "node-b", "10.213.0.12")
+    assert bed.allocate_address(None) == "10.213.0.11"
+    assert bed.allocate_address("10.213.0.20") == "10.213.0.20"
+    with pytest.raises(TestbedError, match="taken by another node"):
+        bed.allocate_address("10.213.0.12")
+
+
+@pytest.mark.parametrize(
+    ("wanted", "message"),
+    [("10.213.0.1", "from .10"), ("10.9.0.10", "must be in 10.213.0.0/24"), ("banana", "not an IPv4 address")],
+)
+def test_bad_addresses_are_refused(bed: nodes.Bed, wanted: str, message: str) -> None:
+    with pytest.raises(TestbedError, match=message):
+        bed.allocate_address(wanted)
+
+
+def test_state_round_trips_and_a_corrupt_file_reads_as_absent(bed: nodes.Bed) -> None:
+    _record(bed, "node-a", "10.213.0.10")
+    loaded = bed.load("node-a")
+    assert loaded is not None
+    assert loaded.address == "10.213.0.10"
+    (bed.node_dir("node-a") / "state.json").write_text("{not json")
+    assert bed.load("node-a") is None
+    assert bed.known_nodes() == ["node-a"]
+
+
+def test_node_options_become_nspawn_flags(tmp_path: Path) -> None:
+    options = nodes.NodeOptions(capabilities=("CAP_BPF", "CAP_PERFMON"), binds=(f"{tmp_path}:/mnt/x",))
+    assert options.nspawn_args() == ["--capability=CAP_BPF,CAP_PERFMON", f"--bind={tmp_path}:/mnt/x"]
+    with pytest.raises(TestbedError, match="CAP_BPF"):
+        nodes.check_capabilities(["bpf"])
+    with pytest.raises(TestbedError, match="does not exist"):
+        nodes.check_binds([str(tmp_path / "missing")])
+    with pytest.raises(TestbedError, match="/host/path"):
+        nodes.check_binds(["relative:/x"])
+
+
+def test_inventory_reaches_nodes_through_the_controller_namespace(bed: nodes.Bed) -> None:
+    _record(bed, "node-a", "10.213.0.10")
+    _record(bed, "node-b", "10.213.0.11")
+    inventory = yaml.safe_load(
+        yaml.safe_dump(cli.render_inventory(bed, ["mco_control=node-a", "mco_nodes=node-a,node-b"]))
+    )
+    everything = inventory["all"]
+    assert everything["children"]["mco_testbed"]["hosts"]["node-b"] == {"ansible_host": "10.213.0.11"}
+    assert set(everything["children"]["mco_nodes"]["hosts"]) == {"node-a", "node-b"}
+    ssh_args = shlex.split(everything["vars"]["ansible_ssh_common_args"])
+    assert "ProxyCommand=ip netns exec mcotb-unit-ctl socat - TCP:%h:%p" in ssh_args
+    assert everything["vars"]["ansible_ssh_private_key_file"] == str(bed.ssh_key)
+    with pytest.raises(TestbedError, match="not up: node-z"):
+        cli.render_inventory(bed, ["g=node-z"])
+    with pytest.raises(TestbedError, match="GROUP=NODE"):
+        cli.render_inventory(bed, ["justagroup"])
+
+
+def test_cli_reports_bad_input_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--bed", "Bad-Bed", "status"]) == 1
+    assert "lower-case letters and digits" in capsys.readouterr().err
+
+
+def test_package_list_is_read_and_bad_lines_are_named(tmp_path: Path) -> None:
+    shipped = image.read_packages()
+    assert {"systemd", "openssh-server", "python3", "containerd"} <= set(shipped)
+    bad = tmp_path / "packages.txt"
+    bad.write_text("# comment\nsystemd\nnot a package\n")
+    with pytest.raises(TestbedError, match=r"packages.txt:3: 'not a package'"):
+        image.read_packages(bad)
+    bad.write_text("# only comments\n")
+    with pytest.raises(TestbedError, match="lists no packages"):
+        image.read_packages(bad)
+
+
+def test_image_path_changes_with_the_package_list_only(tmp_path: Path) -> None:
+    first = tmp_path / "a.txt"
+    first.write_text("systemd\npython3\n")
+    reordered = tmp_path / "b.txt"
+    reordered.write_text("# same set\npython3\nsystemd\n")
+    more = tmp_path / "c.txt"
+    more.write_text("systemd\npython3\nzstd\n")
+    assert image.image_path(tmp_path, first) == image.image_path(tmp_path, reordered)
+    assert image.image_path(tmp_path, first) != image.image_path(tmp_path, more)
+    assert image.image_path(tmp_path, first).parent == tmp_path
+
+
+def test_cache_root_is_outside_the_clone_and_follows_mco_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MCO_CACHE", str(tmp_path))
+    assert image.cache_root() == tmp_path / "testbed"
+
+
+def test_mirror_comes_from_the_host_apt_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MCO_TESTBED_MIRROR", raising=False)
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "other.list").write_text("deb https://example.org/apt cloud-sdk-bookworm main\n")
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\nComponents: main\n"
+    )
+    assert image.host_mirror(tmp_path) == "http://mirror.example/debian"
+    (tmp_path / "sources.list.d" / "debian.sources").unlink()
+    assert image.host_mirror(tmp_path) == image.DEFAULT_MIRROR
+    monkeypatch.setenv("MCO_TESTBED_MIRROR", "http://override/debian")
+    assert image.host_mirror(tmp_path) == "http://override/debian"
+
+
+def test_mounts_under_a_dir_are_listed_deepest_first_with_escapes(tmp_path: Path) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        "22 1 0:21 / / rw - ext4 /dev/vda rw\n"
+        "30 22 0:30 / /run/mco-testbed/b/nodes/n1/root rw - overlay overlay rw\n"
+        "31 30 0:31 / /run/mco-testbed/b/nodes/n1/root/proc rw - proc proc rw\n"
+        "32 22 0:32 / /run/mco-testbed/b/with\\040space rw - tmpfs tmpfs rw\n"
+        "33 22 0:33 / /run/mco-testbed/bb rw - tmpfs tmpfs rw\n"
+    )
+    found = system.mounts_under(Path("/run/mco-testbed/b"), mountinfo=mountinfo)
+    assert found == [
+        Path("/run/mco-testbed/b/nodes/n1/root/proc"),
+        Path("/run/mco-testbed/b/nodes/n1/root"),
+        Path("/run/mco-testbed/b/with space"),
+    ]
+
+
+def test_preflight_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(system.os, "geteuid", lambda: 1000)
+    with pytest.raises(TestbedError, match="need root"):
+        system.preflight()
+    monkeypatch.setattr(system.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(system.shutil, "which", lambda tool: None if tool == "socat" else f"/usr/bin/{tool}")
+    with pytest.raises(TestbedError, match=r"missing tools: socat; run `make setup` as root"):
+        system.preflight()
