@@ -35,14 +35,9 @@ class VolcanoConfError(ValueError):
 
 def _plain(value: Any) -> Any:
     """Plain Python types (Ansible passes tagged str/dict subclasses that PyYAML cannot represent)."""
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
+    for plain in (bool, int, float, str):  # bool before int: bool is an int subclass
+        if isinstance(value, plain):
+            return plain(value)
     if isinstance(value, dict):
         return {_plain(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
