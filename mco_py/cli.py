@@ -20,6 +20,8 @@ from mco_py.errors import MCOError, ReportNotFound, RulesError
 #: name -> (module, help). Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 SERVICE_COMMANDS: dict[str, tuple[str, str]] = {
     "collector": ("mco_py.collector.main", "sample host signals, export /metrics, stream to the analyzers"),
+    "analyzer": ("mco_py.analyzer.main", "score collector samples and write the interference report"),
+    "extender": ("mco_py.extender.main", "scheduler extender (mco-plugin) for Volcano and kube-scheduler"),
 }
 
 
@@ -56,9 +58,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     from mco_py.report_view import render  # noqa: PLC0415
     from mco_py.store.base import ReportStore  # noqa: PLC0415
-    from mco_py.store.file import FileReportStore  # noqa: PLC0415
 
-    store: ReportStore = FileReportStore(args.file)
+    store: ReportStore
+    if args.kubeconfig:
+        from mco_py.kube.client import load_api_client  # noqa: PLC0415
+        from mco_py.store.kube import KubeReportStore  # noqa: PLC0415
+
+        try:
+            store = KubeReportStore(load_api_client(args.kubeconfig), name=args.name)
+        except MCOError as exc:
+            print(f"cannot reach the cluster: {exc}", file=sys.stderr)
+            return 1
+    else:
+        from mco_py.store.file import FileReportStore  # noqa: PLC0415
+
+        store = FileReportStore(args.file)
     deadline = time.monotonic() + args.wait
     while True:
         try:
@@ -95,6 +109,8 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="show the interference report (table, json or yaml)")
     p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     p.add_argument("--file", type=Path, default=Path("/var/lib/mco/report.json"), help="standalone report file")
+    p.add_argument("--kubeconfig", help="read the NodeInterferenceReport from this cluster instead of the file")
+    p.add_argument("--name", default="cluster", help="report object name (with --kubeconfig)")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a first report")
     p.set_defaults(func=_cmd_report)
 

@@ -75,6 +75,8 @@ class SignalReading:
     """What produced it (``procfs``, ``libbpf``, ``tracefs``, ``diskstats-average``, ...)."""
     reason: str = ""
     """Why the value is absent; empty when present."""
+    events: int | None = None
+    """Events behind the value in its window (block I/Os for a P99); None when not meaningful."""
 
     @property
     def present(self) -> bool:

@@ -107,3 +107,33 @@ def test_report_missing_and_garbage(tmp_path: Path) -> None:
     garbage = run("report", "--file", str(bad))
     assert garbage.returncode == 1
     assert "not valid JSON" in garbage.stderr
+
+
+def test_report_from_the_cluster(kube_api: object, kubeconfig: Path) -> None:
+    import json
+
+    from kubernetes import client, utils
+
+    from mco_py.kube.client import load_api_client
+    from mco_py.model import Level, NodeAssessment, Report
+    from mco_py.store.kube import KubeReportStore
+
+    api = load_api_client(kubeconfig)
+    utils.create_from_yaml(
+        api, str(Path(__file__).resolve().parents[1] / "mco_py/data/crds/nodeinterferencereports.yaml")
+    )
+    assert client.ApiextensionsV1Api(api).read_custom_resource_definition("nodeinterferencereports.mco.many-core.io")
+    KubeReportStore(api).write(
+        Report(
+            last_update_time=1_800_000_000.0,
+            analyzer_identity="ctl",
+            rules_version="r9",
+            nodes=(NodeAssessment(name="w1", level=Level.HIGH, score=90.0),),
+        )
+    )
+    out = run("report", "--kubeconfig", str(kubeconfig), "-o", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["nodes"][0]["level"] == "High"
+    missing = run("report", "--kubeconfig", str(kubeconfig), "--name", "other")
+    assert missing.returncode == 1
+    assert "no report yet" in missing.stderr

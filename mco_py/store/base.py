@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from mco_py.model import Report
 
@@ -19,8 +20,12 @@ class ReportStore(Protocol):
         """
         ...
 
-    def write(self, report: Report) -> None:
-        """Replace the report. Raises :class:`~mco_py.errors.ReportError` subclasses on failure."""
+    def write(self, report: Report, *, status: Mapping[str, Any] | None = None) -> None:
+        """Replace the report. Raises :class:`~mco_py.errors.ReportError` subclasses on failure.
+
+        ``status``, when given, must be ``report_to_status(report)`` (a caller that already
+        built it saves the store the work).
+        """
         ...
 
     def describe(self) -> str:

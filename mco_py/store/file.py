@@ -6,8 +6,11 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from mco_py.errors import ReportError, ReportNotFound, StoreUnavailable
 from mco_py.model import GROUP, KIND, VERSION, Report, report_from_status, report_to_status
@@ -15,13 +18,15 @@ from mco_py.model import GROUP, KIND, VERSION, Report, report_from_status, repor
 DEFAULT_PATH = Path("/var/lib/mco/report.json")
 
 
-def report_document(report: Report, *, name: str = "cluster") -> dict[str, Any]:
+def report_document(
+    report: Report, *, name: str = "cluster", status: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The whole object as the CR would be (apiVersion, kind, metadata, status)."""
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": KIND,
         "metadata": {"name": name},
-        "status": report_to_status(report),
+        "status": report_to_status(report) if status is None else status,
     }
 
 
@@ -59,8 +64,8 @@ class FileReportStore:
             raise StoreUnavailable(f"{self.path}: cannot read: {exc.strerror or exc}") from exc
         return decode_document(raw, source=str(self.path))
 
-    def write(self, report: Report) -> None:
-        data = json.dumps(report_document(report, name=self.name), separators=(",", ":")).encode()
+    def write(self, report: Report, *, status: Mapping[str, Any] | None = None) -> None:
+        data = msgspec.json.encode(report_document(report, name=self.name, status=status))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)

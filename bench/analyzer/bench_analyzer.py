@@ -1,0 +1,277 @@
+"""Analyzer benchmark: ingest over real gRPC, report build + serialize, report size vs etcd.
+
+Run: .venv/bin/python -m bench.analyzer.bench_analyzer [--quick]
+Prints figures; record them in docs/benchmarks.md ("Analyzer"). Not part of `make test`.
+
+Ingest: the analyzer (server) runs in this process; the simulated collectors run in a
+separate process and send pre-encoded SampleBatch messages (several nodes per batch, as
+the proto allows), so the figure is the server's cost on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import resource
+import time
+
+import grpc
+import msgspec
+from kubernetes import client as kube_client
+from prometheus_client import CollectorRegistry
+
+from mco_py.analysis.report_size import DEFAULT_STATUS_BUDGET, ETCD_REQUEST_LIMIT, encoded_size, fit_report
+from mco_py.analysis.rules import default_rules
+from mco_py.analyzer.engine import Engine
+from mco_py.analyzer.metrics import AnalyzerMetrics
+from mco_py.analyzer.service import create_server
+from mco_py.model import Report, Sample, SignalReading, assessment_to_dict, report_to_status
+from mco_py.rpc import codec
+from mco_py.store.file import report_document
+
+METHOD = "/mco.analyzer.v1.Analyzer/StreamSamples"
+
+
+def node_name(i: int) -> str:
+    return f"worker-{i:05d}.cluster.local"
+
+
+def realistic(i: int, t: float, rng: random.Random) -> Sample:
+    """Signals like a busy-ish fleet: most nodes calm, some loaded."""
+    hot = i % 20 == 0
+    warm = i % 10 == 1
+    base = 90.0 if hot else 35.0 if warm else 3.0
+    values = {
+        "psiCpuSomeAvg10": base * rng.uniform(0.5, 1.2),
+        "psiMemorySomeAvg10": base * rng.uniform(0.0, 0.3),
+        "psiMemoryFullAvg10": base * rng.uniform(0.0, 0.05),
+        "psiIoSomeAvg10": base * rng.uniform(0.3, 1.1),
+        "psiIoFullAvg10": base * rng.uniform(0.1, 0.5),
+        "llcMissRate": min(1.0, 0.1 + base / 200 * rng.uniform(0.5, 1.5)),
+        "bioLatencyP99Ms": base / 3 * rng.uniform(0.5, 2.0),
+        "cpuStealPercent": rng.uniform(0, 2),
+        "oomKills": 0.0,
+    }
+    signals = {
+        k: SignalReading(k, min(v, 100.0), "procfs", events=100 if k == "bioLatencyP99Ms" else None)
+        for k, v in values.items()
+    }
+    return Sample(node_name(i), t, signals)
+
+
+def encoded_batches(nodes: int, rounds: int, per_batch: int, t0: float) -> list[bytes]:
+    rng = random.Random(7)
+    out: list[bytes] = []
+    seq = 0
+    for r in range(rounds):
+        for start in range(0, nodes, per_batch):
+            seq += 1
+            samples = [realistic(i, t0 + r * 0.001, rng) for i in range(start, min(nodes, start + per_batch))]
+            out.append(codec.batch_to_proto(samples, collector="sim", sequence=seq).SerializeToString())
+    return out
+
+
+def _client(
+    port: int,
+    payload: list[bytes],
+    ranges: int,
+    streams: int,
+    *,
+    ready: mp.Event,  # type: ignore[type-arg]
+    result: mp.Queue,  # type: ignore[type-arg]
+) -> None:
+    # one node range always goes through the same stream, so each node's samples stay in order
+    chunks: list[list[bytes]] = [[] for _ in range(streams)]
+    for j, batch in enumerate(payload):
+        chunks[(j % ranges) % streams].append(batch)
+    chunks = [c for c in chunks if c]
+    streams = len(chunks)
+    channels = [grpc.insecure_channel(f"127.0.0.1:{port}") for _ in range(streams)]
+    calls = [ch.stream_stream(METHOD, request_serializer=None, response_deserializer=None) for ch in channels]
+    for ch in channels:
+        grpc.channel_ready_future(ch).result(timeout=30)
+    ready.set()
+    import threading
+
+    accepted = [0] * streams
+
+    def run(k: int) -> None:
+        from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
+
+        for raw in calls[k](iter(chunks[k]), timeout=600):
+            accepted[k] += pb.Control.FromString(raw).ack.accepted
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(streams)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    result.put((sum(accepted), time.perf_counter() - started))
+
+
+def bench_ingest(nodes: int, rounds: int, per_batch: int, streams: int) -> dict[str, float]:
+    engine = Engine(default_rules(), metrics=AnalyzerMetrics(CollectorRegistry()), identity="bench")
+    server, port = create_server(engine, listen="127.0.0.1:0", max_message_bytes=64 * 1024 * 1024)
+    t0 = time.time()
+    payload = encoded_batches(nodes, rounds, per_batch, t0)
+    ctx = mp.get_context("spawn")
+    ready, result = ctx.Event(), ctx.Queue()
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    ranges = -(-nodes // per_batch)
+    proc = ctx.Process(target=_client, args=(port, payload, ranges, streams), kwargs={"ready": ready, "result": result})
+    proc.start()
+    ready.wait(60)
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    accepted, wall = result.get(timeout=900)
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    proc.join(30)
+    server.stop(0)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    return {
+        "nodes": nodes,
+        "samples": accepted,
+        "expected": nodes * rounds,
+        "wall_s": wall,
+        "samples_per_s": accepted / wall,
+        "server_cpu_s": cpu,
+        "samples_per_cpu_s": accepted / cpu if cpu else 0.0,
+        "batch_bytes": sum(len(p) for p in payload) / len(payload),
+    }
+
+
+def populated(nodes: int, *, budget: int | None, registry: CollectorRegistry | None = None) -> Engine:
+    registry = registry or CollectorRegistry()
+    engine = Engine(default_rules(), metrics=AnalyzerMetrics(registry), identity="bench", status_budget=budget)
+    rng = random.Random(3)
+    t = time.time()
+    from mco_py.analyzer.engine import Outcome
+
+    for r in range(3):
+        engine.accept([realistic(i, t + r * 0.001, rng) for i in range(nodes)], Outcome())
+    return engine
+
+
+def bench_report(nodes: int, repeats: int = 5) -> dict[str, float]:
+    """Build (assess + size fit, as timed by the generation histogram), metrics publish and serialize."""
+    out: dict[str, float] = {"nodes": nodes}
+    for label, budget in (("standalone", None), ("cluster", DEFAULT_STATUS_BUDGET)):
+        registry = CollectorRegistry()
+        engine = populated(nodes, budget=budget, registry=registry)
+        build, total, ser, client_ms = [], [], [], []
+        api_client = kube_client.ApiClient()
+        size = 0
+        for _ in range(repeats):
+            before = registry.get_sample_value("mco_analyzer_report_generation_duration_seconds_sum") or 0.0
+            a = time.perf_counter()
+            fitted = engine.build_report()
+            b = time.perf_counter()
+            data = msgspec.json.encode(report_document(fitted.report, status=fitted.status))
+            c = time.perf_counter()
+            if label == "cluster":
+                body = {"metadata": {"name": "cluster"}, "status": fitted.status}
+                json.dumps(api_client.sanitize_for_serialization(body))
+                client_ms.append(time.perf_counter() - c)
+            after = registry.get_sample_value("mco_analyzer_report_generation_duration_seconds_sum") or 0.0
+            build.append(after - before)
+            total.append(b - a)
+            ser.append(c - b)
+            size = len(data)
+        out[f"{label}_build_ms"] = 1000 * sorted(build)[len(build) // 2]
+        out[f"{label}_with_metrics_ms"] = 1000 * sorted(total)[len(total) // 2]
+        out[f"{label}_serialize_ms"] = 1000 * sorted(ser)[len(ser) // 2]
+        out[f"{label}_bytes"] = size
+        if client_ms:
+            out["cluster_client_encode_ms"] = 1000 * sorted(client_ms)[len(client_ms) // 2]
+        out[f"{label}_detail_dropped"] = fitted.report.detail_dropped
+        out[f"{label}_nodes_dropped"] = len(fitted.nodes_dropped)
+    return out
+
+
+def entry_sizes(report: Report) -> tuple[float, float, float]:
+    """Mean encoded bytes per node entry: full None, full High, bare."""
+    import dataclasses
+
+    from mco_py.model import Level
+
+    none = [encoded_size(assessment_to_dict(n)) for n in report.nodes if n.level is Level.NONE]
+    high = [encoded_size(assessment_to_dict(n)) for n in report.nodes if n.level is Level.HIGH]
+    bare = [encoded_size(assessment_to_dict(dataclasses.replace(n, signals={}, reasons=()))) for n in report.nodes]
+    return (sum(none) / max(1, len(none)), sum(high) / max(1, len(high)), sum(bare) / len(bare))
+
+
+def bench_size(counts: list[int]) -> list[dict[str, float]]:
+    rows = []
+    for n in counts:
+        engine = populated(n, budget=None)
+        report = engine.build_report().report
+        full = encoded_size(report_to_status(report))
+        fitted = fit_report(report, DEFAULT_STATUS_BUDGET)
+        none, high, bare = entry_sizes(report)
+        rows.append(
+            {
+                "nodes": n,
+                "full_bytes": full,
+                "fitted_bytes": fitted.size,
+                "detail_dropped": fitted.report.detail_dropped,
+                "nodes_dropped": len(fitted.nodes_dropped),
+                "entry_none": none,
+                "entry_high": high,
+                "entry_bare": bare,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="smaller runs")
+    parser.add_argument("--streams", type=int, default=4)
+    parser.add_argument("--per-batch", type=int, default=250)
+    args = parser.parse_args()
+    import timeit
+
+    per_call = min(timeit.repeat("round(1.23456789, 4)", number=100_000, repeat=5)) / 100_000
+    print(
+        f"host: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; calibration: round(x, 4) takes "
+        f"{per_call * 1e9:.0f} ns (compare runs by this figure: the machine may be shared)"
+    )
+    print("\n== ingest over gRPC (server in this process, clients in another) ==")
+    for nodes, rounds in ((1000, 5 if args.quick else 30), (10000, 1 if args.quick else 8)):
+        r = bench_ingest(nodes, rounds, args.per_batch, args.streams)
+        print(
+            f"{nodes:>6} nodes: {r['samples']:.0f}/{r['expected']:.0f} samples in {r['wall_s']:.2f}s = "
+            f"{r['samples_per_s']:,.0f} samples/s wall; server CPU {r['server_cpu_s']:.2f}s = "
+            f"{r['samples_per_cpu_s']:,.0f} samples per CPU-second; batch {r['batch_bytes'] / 1024:.0f} KiB"
+        )
+    print("\n== report build (assess + fit) and serialize (median of 5) ==")
+    for nodes in (1000, 5000, 10000):
+        r = bench_report(nodes)
+        print(
+            f"{nodes:>6} nodes: standalone build {r['standalone_build_ms']:.0f} ms (+metrics "
+            f"{r['standalone_with_metrics_ms'] - r['standalone_build_ms']:.0f} ms) + serialize "
+            f"{r['standalone_serialize_ms']:.0f} ms ({r['standalone_bytes'] / 1e6:.2f} MB); cluster build "
+            f"{r['cluster_build_ms']:.0f} ms (+metrics {r['cluster_with_metrics_ms'] - r['cluster_build_ms']:.0f} ms)"
+            f" + serialize {r['cluster_serialize_ms']:.0f} ms "
+            f"({r['cluster_bytes'] / 1e6:.2f} MB, detail dropped {r['cluster_detail_dropped']:.0f}, "
+            f"nodes dropped {r['cluster_nodes_dropped']:.0f}); kubernetes client body encoding "
+            f"{r['cluster_client_encode_ms']:.0f} ms (writer thread)"
+        )
+    print(
+        f"\n== report size vs etcd request limit {ETCD_REQUEST_LIMIT:,} B "
+        f"(status budget {DEFAULT_STATUS_BUDGET:,} B) =="
+    )
+    for row in bench_size([1000, 5000, 10000, 15000] if args.quick else [1000, 5000, 10000, 15000, 20000]):
+        print(
+            f"{row['nodes']:>6} nodes: full {row['full_bytes'] / 1e6:.2f} MB -> "
+            f"fitted {row['fitted_bytes'] / 1e6:.2f} MB; "
+            f"detail dropped {row['detail_dropped']:.0f}, nodes dropped {row['nodes_dropped']:.0f}; "
+            f"entry bytes None {row['entry_none']:.0f}, High {row['entry_high']:.0f}, bare {row['entry_bare']:.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""Benchmark of ``mco extender`` with realistic Volcano bodies (prints figures; not part of ``make test``).
+
+Server pinned to CPU 0 (taskset), wrk and this script to CPU 1. For each
+decoder (msgspec, then stdlib for the ratio):
+
+- predicate throughput with wrk, 16 connections: a small node (~64 KiB body) and
+  a node running 110 pods (~730 KiB, full Pods in ``Tasks``);
+- single prioritize requests for 100 and 1,000 nodes (~7.5 MB and ~74 MB);
+- server RSS (VmRSS and peak VmHWM).
+
+Then an optional soak (msgspec only): mixed load for ``--soak`` seconds,
+sampling RSS to show memory stays flat.
+
+Usage: .venv/bin/python bench/extender/run.py [--rounds 3] [--duration 10] [--soak 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from mco_py.model import Level, NodeAssessment, Report  # noqa: E402
+from mco_py.store.file import FileReportStore  # noqa: E402
+from tests.extender import bodies  # noqa: E402
+
+LUA = Path(__file__).with_name("post.lua")
+
+
+def generate(workdir: Path, nodes_1000: bool) -> dict[str, Path]:
+    out = {}
+    docs = {
+        "predicate-64k": lambda: bodies.dumps(bodies.predicate_body("worker-7", pods=7)),
+        "predicate-730k": lambda: bodies.dumps(bodies.predicate_body("worker-7", pods=104)),
+        "prioritize-100": lambda: bodies.prioritize_bytes(100, pods=10),
+    }
+    if nodes_1000:
+        docs["prioritize-1000"] = lambda: bodies.prioritize_bytes(1000, pods=10)
+    for name, make in docs.items():
+        path = workdir / f"{name}.json"
+        path.write_bytes(make())
+        out[name] = path
+        print(f"body {name}: {path.stat().st_size / 1024:.0f} KiB", flush=True)
+    return out
+
+
+def write_report(path: Path) -> None:
+    nodes = []
+    for i in range(1000):
+        level = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)[i % 4]
+        nodes.append(NodeAssessment(f"worker-{i}", level, 20.0 * (i % 4) + 3, {"psiIoSomeAvg10": float(i % 30)}))
+    FileReportStore(path).write(Report(time.time(), "bench", "1", tuple(nodes)))
+
+
+def start_server(config: Path, decoder: str) -> tuple[subprocess.Popen[str], int]:
+    cmd = [
+        "taskset",
+        "-c",
+        "0",
+        sys.executable,
+        "-m",
+        "mco_py.cli",
+        "extender",
+        "--config",
+        str(config),
+        "--listen",
+        "127.0.0.1:0",
+        "--decoder",
+        decoder,
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    # --log-level warning hides the "listening" line: find the port from /proc instead.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        port = _listening_port(proc.pid)
+        if port:
+            return proc, port
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("server did not start: " + (proc.stderr.read() if proc.stderr else ""))
+
+
+def _listening_port(pid: int) -> int | None:
+    try:
+        inodes = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    except OSError:
+        return None
+    socks = {s[8:-1] for s in inodes if s.startswith("socket:[")}
+    with open("/proc/net/tcp") as fh:
+        for line in fh.readlines()[1:]:
+            parts = line.split()
+            if parts[3] == "0A" and parts[9] in socks:  # LISTEN
+                return int(parts[1].split(":")[1], 16)
+    return None
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    text = Path(f"/proc/{pid}/status").read_text()
+    rss = int(re.search(r"VmRSS:\s+(\d+)", text).group(1)) / 1024  # type: ignore[union-attr]
+    hwm = int(re.search(r"VmHWM:\s+(\d+)", text).group(1)) / 1024  # type: ignore[union-attr]
+    return rss, hwm
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+LAST_CPU_PER_REQUEST: list[float] = []
+
+
+def wrk(
+    port: int, body: Path, path: str, duration: int, *, connections: int = 16, pid: int | None = None
+) -> tuple[float, float, float]:
+    """Requests/s, p50 ms, p99 ms; with ``pid``, also appends the server's CPU µs per request."""
+    cmd = [
+        "taskset",
+        "-c",
+        "1",
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{duration}s",
+        "--latency",
+        "-s",
+        str(LUA),
+        f"http://127.0.0.1:{port}{path}",
+    ]
+    cpu_before = cpu_seconds(pid) if pid else 0.0
+    out = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "BODY_FILE": str(body)},
+        check=True,
+        timeout=duration + 60,
+    ).stdout
+    if pid:
+        total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+        LAST_CPU_PER_REQUEST.append((cpu_seconds(pid) - cpu_before) / max(1, total) * 1e6)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if non2xx:
+        raise SystemExit(f"wrk saw {non2xx.group(1)} non-2xx replies:\n{out}")
+    return rps, _latency(out, "50%"), _latency(out, "99%")
+
+
+def _latency(out: str, pct: str) -> float:
+    m = re.search(rf"{re.escape(pct)}\s+([\d.]+)(us|ms|s)\b", out)
+    if not m:
+        return float("nan")
+    value, unit = float(m.group(1)), m.group(2)
+    return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+
+
+def single(port: int, body: bytes, path: str, repeat: int) -> float:
+    """Median wall time (ms) of one request on a kept-alive connection."""
+    times = []
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    for _ in range(repeat):
+        start = time.perf_counter()
+        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read()
+        times.append((time.perf_counter() - start) * 1000)
+        assert resp.status == 200, resp.status
+        scores = json.loads(data)["nodeScore"]
+        assert len(scores) >= 100, len(scores)
+    conn.close()
+    return statistics.median(times)
+
+
+def one_round(config: Path, files: dict[str, Path], decoder: str, duration: int) -> dict[str, float]:
+    proc, port = start_server(config, decoder)
+    res: dict[str, float] = {}
+    try:
+        pred = "/volcano/v1.9/predicate"
+        res["p64_rps"], res["p64_p50"], res["p64_p99"] = wrk(port, files["predicate-64k"], pred, duration, pid=proc.pid)
+        res["p64_cpu_us"] = LAST_CPU_PER_REQUEST[-1]
+        res["p730_rps"], res["p730_p50"], res["p730_p99"] = wrk(
+            port, files["predicate-730k"], pred, duration, pid=proc.pid
+        )
+        res["p730_cpu_us"] = LAST_CPU_PER_REQUEST[-1]
+        res["prio100_ms"] = single(port, files["prioritize-100"].read_bytes(), "/volcano/prioritize", 7)
+        if "prioritize-1000" in files:
+            big = files["prioritize-1000"].read_bytes()
+            res["prio1000_ms"] = single(port, big, "/volcano/prioritize", 3 if decoder == "msgspec" else 1)
+            del big
+        res["rss_mb"], res["hwm_mb"] = rss_mb(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    return res
+
+
+def inprocess(report: Path, files: dict[str, Path], decoders: list[str]) -> None:
+    """CPU cost of decode + policy + reply per request, no HTTP (less sensitive to a shared machine)."""
+    from prometheus_client import CollectorRegistry
+
+    from mco_py.analysis.policy import PolicySettings
+    from mco_py.extender.app import ExtenderApp
+    from mco_py.extender.source import FileReportSource, NoLabels
+    from mco_py.extender.wire import make_decoder
+
+    os.sched_setaffinity(0, {0})
+    print("\nin-process handle() cost per request (median ms, pinned to CPU 0, no HTTP):")
+    plan = {
+        "predicate-64k": ("/volcano/v1.9/predicate", 300),
+        "predicate-730k": ("/volcano/v1.9/predicate", 40),
+        "prioritize-100": ("/volcano/prioritize", 7),
+        "prioritize-1000": ("/volcano/prioritize", 3),
+    }
+    for decoder in decoders:
+        app = ExtenderApp(
+            policy=PolicySettings(ttl_seconds=86400),
+            source=FileReportSource(report),
+            labels=NoLabels(),
+            decoder=make_decoder(decoder),
+            registry=CollectorRegistry(),
+        )
+        for name, (path, repeat) in plan.items():
+            if name not in files:
+                continue
+            body = files[name].read_bytes()
+            times = []
+            for _ in range(repeat if decoder == "msgspec" else max(1, repeat // 5)):
+                start = time.perf_counter()
+                resp = app.handle("POST", path, body)
+                times.append((time.perf_counter() - start) * 1000)
+                assert resp.status == 200
+            print(f"  {decoder:8s} {name:16s} {statistics.median(times):9.3f} ms")
+            del body
+    os.sched_setaffinity(0, {1})
+
+
+def soak(config: Path, files: dict[str, Path], seconds: int) -> None:
+    proc, port = start_server(config, "msgspec")
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def prioritize_loop() -> None:
+        body = files["prioritize-100"].read_bytes()
+        while not stop.is_set():
+            single(port, body, "/volcano/prioritize", 1)
+            stop.wait(1.0)
+
+    t = threading.Thread(target=prioritize_loop, daemon=True)
+    t.start()
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < seconds:
+            wrk(port, files["predicate-730k"], "/volcano/v1.10/predicate", 10)
+            samples.append((time.monotonic() - start, rss_mb(proc.pid)[0]))
+            print(f"soak t={samples[-1][0]:.0f}s rss={samples[-1][1]:.1f} MB", flush=True)
+    finally:
+        stop.set()
+        t.join(10)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    first = samples[len(samples) // 4][1] if samples else 0
+    print(
+        f"soak {seconds}s: RSS after warm-up {first:.1f} MB, end {samples[-1][1]:.1f} MB, "
+        f"max {max(s[1] for s in samples):.1f} MB"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
+    parser.add_argument("--soak", type=int, default=0, help="soak seconds (0 = skip)")
+    parser.add_argument("--no-1000", action="store_true", help="skip the 74 MB prioritize")
+    parser.add_argument("--decoders", default="msgspec,stdlib")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (apt-get install wrk)")
+    os.sched_setaffinity(0, {1})
+    workdir = Path(tempfile.mkdtemp(prefix="mco-bench-"))
+    try:
+        files = generate(workdir, not args.no_1000)
+        report = workdir / "report.json"
+        write_report(report)
+        config = workdir / "extender.yaml"
+        config.write_text(f"reportFile: {report}\ncrStatusTTLSeconds: 86400\n")
+        results: dict[str, list[dict[str, float]]] = {d: [] for d in args.decoders.split(",")}
+        for r in range(args.rounds):
+            for decoder, rows in results.items():
+                res = one_round(config, files, decoder, args.duration)
+                rows.append(res)
+                print(f"round {r + 1} {decoder}: " + ", ".join(f"{k}={v:.1f}" for k, v in res.items()), flush=True)
+        print("\nsummary (min-max over rounds):")
+        for decoder, rows in results.items():
+            for key in rows[0]:
+                values = [row[key] for row in rows if key in row]
+                print(f"  {decoder:8s} {key:12s} {min(values):10.1f} - {max(values):10.1f}")
+        if "msgspec" in results and "stdlib" in results:
+            for key in ("p64_rps", "p730_rps"):
+                ratios = [a[key] / b[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
+                print(f"  ratio msgspec/stdlib {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+            for key in ("prio100_ms", "prio1000_ms"):
+                if key in results["msgspec"][0]:
+                    ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
+                    print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+        inprocess(report, files, list(results))
+        if args.soak:
+            soak(config, files, args.soak)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

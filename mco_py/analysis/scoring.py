@@ -1,0 +1,413 @@
+"""Interference scoring: samples in, per-node levels out. Pure: no I/O, no clock of its own.
+
+How a node is judged (the numbers come from :class:`~mco_py.analysis.rules.DetectionRules`):
+
+1. Each signal present in a sample is smoothed per node (EWMA or a moving window).
+   A signal whose window had fewer events than its rule's ``minEvents`` is not judged
+   for that sample (it counts as absent).
+2. Each smoothed signal with a rule gets a sub-score: 0 at ``warn``, rising linearly to
+   100 at ``critical``, clamped to 0-100.
+3. The node score is the weighted mean of the sub-scores of the signals present in the
+   newest sample; absent signals drop out and the remaining weights are renormalised.
+4. The score maps to a raw level by the cut-offs (None < low <= Low < medium <= Medium
+   < high <= High).
+5. Hysteresis, one assessment per accepted sample: the level rises to the lowest raw
+   level of the last ``raiseAfter`` assessments when that is above it, and falls to the
+   highest raw level of the last ``lowerAfter`` assessments when that is below it. So a
+   rise needs ``raiseAfter`` assessments in a row at or above the new level, a fall
+   ``lowerAfter`` in a row at or below it, and a worse input never gives a lower level.
+6. A node with no sample for ``staleAfterSeconds`` (analyzer clock) is Unknown; after
+   ``forgetAfterSeconds`` it leaves the report. A node whose newest sample has no signal
+   that can be scored is Unknown too.
+
+Time is always passed in (``now``, seconds since the epoch), so results are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
+from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report, Sample, SignalReading, format_time
+
+#: Ordered levels; the index is the rank used by hysteresis.
+RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
+
+KNOWN_SIGNALS = frozenset(SIGNAL_NAMES)
+
+MAX_REASONS = 32
+MAX_REASON_CHARS = 512
+
+
+def sub_score(value: float, rule: SignalRule) -> float:
+    """0 at or below ``warn``, 100 at or above ``critical``, linear in between."""
+    if value <= rule.warn:
+        return 0.0
+    if value >= rule.critical:
+        return 100.0
+    return 100.0 * (value - rule.warn) / (rule.critical - rule.warn)
+
+
+def level_for_score(score: float, cutoffs: LevelCutoffs) -> Level:
+    """The raw level of a score: None < low <= Low < medium <= Medium < high <= High."""
+    if score >= cutoffs.high:
+        return Level.HIGH
+    if score >= cutoffs.medium:
+        return Level.MEDIUM
+    if score >= cutoffs.low:
+        return Level.LOW
+    return Level.NONE
+
+
+def _rank(score: float, cutoffs: LevelCutoffs) -> int:
+    if score >= cutoffs.high:
+        return 3
+    if score >= cutoffs.medium:
+        return 2
+    if score >= cutoffs.low:
+        return 1
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """One signal's part in a node score."""
+
+    name: str
+    value: float
+    """Smoothed value."""
+    sub_score: float
+    weight: float
+    rule: SignalRule
+
+    def describe(self) -> str:
+        """E.g. ``psiIoSomeAvg10=61.2 ≥ critical 50 (sub-score 100)``."""
+        rule = self.rule
+        if self.value >= rule.critical:
+            where = f"≥ critical {rule.critical:g}"
+        elif self.value > rule.warn:
+            where = f"> warn {rule.warn:g}, < critical {rule.critical:g}"
+        else:
+            where = f"≤ warn {rule.warn:g}"
+        return f"{self.name}={self.value:.4g} {where} (sub-score {self.sub_score:.0f}, weight {self.weight:g})"
+
+
+def _weighted_score(values: Mapping[str, float], rules: DetectionRules) -> float | None:
+    """The node score alone (the hot path of :meth:`Scorer.observe`; same result as :func:`score_signals`)."""
+    total = 0.0
+    weights = 0.0
+    signal_rules = rules.signals
+    for name, value in values.items():
+        rule = signal_rules.get(name)
+        if rule is None or rule.weight <= 0:
+            continue
+        weight = rule.weight
+        if value >= rule.critical:
+            total += 100.0 * weight
+        elif value > rule.warn:
+            total += 100.0 * (value - rule.warn) / (rule.critical - rule.warn) * weight
+        weights += weight
+    if weights <= 0:
+        return None
+    return min(100.0, max(0.0, total / weights))
+
+
+def score_signals(values: Mapping[str, float], rules: DetectionRules) -> tuple[float | None, list[Contribution]]:
+    """Weighted mean of sub-scores over ``values`` that have a rule with a positive weight.
+
+    Returns ``(None, [])`` when no signal can be scored.
+    """
+    total = 0.0
+    weights = 0.0
+    parts: list[Contribution] = []
+    for name, value in values.items():
+        rule = rules.signals.get(name)
+        if rule is None or rule.weight <= 0:
+            continue
+        sub = sub_score(value, rule)
+        total += sub * rule.weight
+        weights += rule.weight
+        parts.append(Contribution(name, value, sub, rule.weight, rule))
+    if weights <= 0:
+        return None, []
+    return min(100.0, max(0.0, total / weights)), parts
+
+
+def _unjudged(reading: SignalReading, rules: DetectionRules) -> str:
+    rule = rules.signals.get(reading.name)
+    need = rule.min_events if rule else 0
+    return f"{reading.name} not judged: {reading.events} events < minEvents {need}"
+
+
+def _hot(values: Mapping[str, float], rules: DetectionRules) -> list[Contribution]:
+    """Scored signals above their warn value, worst first."""
+    out: list[Contribution] = []
+    for name, value in values.items():
+        rule = rules.signals.get(name)
+        if rule is None or rule.weight <= 0 or value <= rule.warn:
+            continue
+        out.append(Contribution(name, value, sub_score(value, rule), rule.weight, rule))
+    out.sort(key=lambda c: c.sub_score, reverse=True)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LevelChange:
+    """A node's level moved; returned by :meth:`Scorer.observe` for logging."""
+
+    node: str
+    old: Level | None
+    """None for a node seen for the first time (or again after it was stale)."""
+    new: Level
+    score: float
+    reasons: tuple[str, ...]
+
+
+class _Node:
+    """Mutable per-node state; private to :class:`Scorer`."""
+
+    __slots__ = (
+        "absent",
+        "changed_at",
+        "changed_how",
+        "ewma",
+        "history",
+        "last_sample_time",
+        "last_seen",
+        "rank",
+        "scorable",
+        "score",
+        "unjudged",
+        "values",
+        "windows",
+    )
+
+    def __init__(self, history_len: int) -> None:
+        self.ewma: dict[str, float] = {}
+        self.windows: dict[str, deque[float]] = {}
+        self.values: dict[str, float] = {}
+        self.absent: list[SignalReading] = []
+        self.unjudged: list[SignalReading] = []
+        self.history: deque[int] = deque(maxlen=history_len)
+        self.rank = -1
+        self.score = 0.0
+        self.scorable = False
+        self.last_sample_time = 0.0
+        self.last_seen = 0.0
+        self.changed_at = 0.0
+        self.changed_how = ""
+
+
+class Scorer:
+    """Per-node smoothing, scoring, hysteresis and staleness. Not thread-safe: callers lock."""
+
+    def __init__(self, rules: DetectionRules) -> None:
+        self._rules = rules
+        self._nodes: dict[str, _Node] = {}
+
+    @property
+    def rules(self) -> DetectionRules:
+        """The rules in force."""
+        return self._rules
+
+    def set_rules(self, rules: DetectionRules) -> None:
+        """Switch rules; smoothing restarts when its settings changed, hysteresis keeps its history."""
+        old = self._rules
+        self._rules = rules
+        smoothing_changed = old.smoothing != rules.smoothing
+        history_len = self._history_len()
+        for node in self._nodes.values():
+            if smoothing_changed:
+                node.ewma.clear()
+                node.windows.clear()
+            if node.history.maxlen != history_len:
+                node.history = deque(node.history, maxlen=history_len)
+
+    def _history_len(self) -> int:
+        return max(self._rules.hysteresis.raise_after, self._rules.hysteresis.lower_after)
+
+    def node_names(self) -> list[str]:
+        """Names of every node currently tracked."""
+        return list(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def observe(self, sample: Sample, now: float) -> LevelChange | None:
+        """Take one accepted sample (received at ``now``); returns the level change it caused, if any."""
+        rules = self._rules
+        node = self._nodes.get(sample.node)
+        resumed = node is not None and now - node.last_seen > rules.staleness.stale_after_seconds
+        old_level = None
+        if node is None or resumed:
+            node = _Node(self._history_len())
+            self._nodes[sample.node] = node
+        else:
+            old_level = self._level_of(node)
+        node.last_seen = now
+        node.last_sample_time = max(node.last_sample_time, sample.timestamp)
+        self._smooth(node, sample)
+        score = _weighted_score(node.values, rules)
+        if score is None:
+            node.scorable = False
+            return self._change(sample.node, node, old_level)
+        node.scorable = True
+        node.score = score
+        raw = _rank(score, rules.levels)
+        node.history.append(raw)
+        if node.rank < 0:
+            node.rank = raw
+            node.changed_how = "first assessment after the node was stale" if resumed else "first assessment"
+            node.changed_at = now
+        else:
+            self._move(node, now)
+        return self._change(sample.node, node, old_level)
+
+    def _smooth(self, node: _Node, sample: Sample) -> None:
+        """Update the node's smoothed values from ``sample``; note absent and unjudged signals."""
+        rules = self._rules
+        smoothing = rules.smoothing
+        use_ewma = smoothing.method == "ewma"
+        alpha = smoothing.alpha
+        signal_rules = rules.signals
+        values: dict[str, float] = {}
+        absent: list[SignalReading] = []
+        unjudged: list[SignalReading] = []
+        for name, reading in sample.signals.items():
+            if name not in KNOWN_SIGNALS:
+                continue  # a newer collector's signal: not stored, not scored
+            value = reading.value
+            if value is None:
+                absent.append(reading)
+                continue
+            rule = signal_rules.get(name)
+            if rule is not None and rule.min_events and reading.events is not None and reading.events < rule.min_events:
+                unjudged.append(reading)
+                continue
+            if use_ewma:
+                prev = node.ewma.get(name)
+                value = value if prev is None else prev + alpha * (value - prev)
+                node.ewma[name] = value
+            else:
+                window = node.windows.get(name)
+                if window is None:
+                    window = node.windows[name] = deque(maxlen=smoothing.window)
+                window.append(value)
+                value = sum(window) / len(window)
+            values[name] = value
+        node.values = values
+        node.absent = absent
+        node.unjudged = unjudged
+
+    def _move(self, node: _Node, now: float) -> None:
+        """Hysteresis: rise to the lowest of the last raiseAfter, fall to the highest of the last lowerAfter."""
+        hyst = self._rules.hysteresis
+        hist = list(node.history)
+        n = len(hist)
+        up_n = min(n, hyst.raise_after)
+        down_n = min(n, hyst.lower_after)
+        up = min(hist[n - up_n :])
+        down = max(hist[n - down_n :])
+        if up > node.rank:
+            node.rank = up
+            node.changed_how = f"raised after {up_n} assessment(s) at or above {RANKED_LEVELS[up].value}"
+            node.changed_at = now
+        elif down < node.rank:
+            node.rank = down
+            node.changed_how = f"lowered after {down_n} assessment(s) at or below {RANKED_LEVELS[down].value}"
+            node.changed_at = now
+
+    def _change(self, name: str, node: _Node, old: Level | None) -> LevelChange | None:
+        new = self._level_of(node)
+        if new is old:
+            return None
+        return LevelChange(name, old, new, node.score, self._reasons(node, headline=True))
+
+    def _level_of(self, node: _Node) -> Level:
+        if not node.scorable or node.rank < 0:
+            return Level.UNKNOWN
+        return RANKED_LEVELS[node.rank]
+
+    def _reasons(self, node: _Node, *, headline: bool = False) -> tuple[str, ...]:
+        """Why the node is where it is. None nodes list only signals above warn (keeps the report small)."""
+        if node.scorable and node.rank == 0 and node.score <= 0 and not node.unjudged and not headline:
+            return ()  # the common calm node: nothing above warn, nothing to say
+        out: list[str] = []
+        if not node.scorable:
+            out.append("no signal with a rule could be scored in the newest sample")
+            out.extend(_unjudged(r, self._rules) for r in node.unjudged)
+            out.extend(f"{r.name} absent: {r.reason or 'no reason given'}" for r in node.absent)
+        else:
+            if node.rank > 0 or headline:
+                raw = RANKED_LEVELS[_rank(node.score, self._rules.levels)]
+                out.append(
+                    f"level {RANKED_LEVELS[node.rank].value} since {format_time(node.changed_at)} "
+                    f"({node.changed_how}); score {node.score:.1f} now (raw level {raw.value})"
+                )
+            hot = _hot(node.values, self._rules)
+            out.extend(c.describe() for c in hot)
+            out.extend(_unjudged(r, self._rules) for r in node.unjudged)
+        return tuple(r[:MAX_REASON_CHARS] for r in out[:MAX_REASONS])
+
+    def assess(self, now: float) -> tuple[list[NodeAssessment], list[str]]:
+        """Every node's assessment at ``now`` (sorted by name), and the names forgotten just now."""
+        staleness = self._rules.staleness
+        out: list[NodeAssessment] = []
+        forgotten: list[str] = []
+        for name in sorted(self._nodes):
+            node = self._nodes[name]
+            silent = now - node.last_seen
+            if silent > staleness.forget_after_seconds:
+                forgotten.append(name)
+                continue
+            if silent > staleness.stale_after_seconds:
+                last = self._level_of(node).value
+                out.append(
+                    NodeAssessment(
+                        name=name,
+                        level=Level.UNKNOWN,
+                        score=node.score,
+                        signals=node.values,
+                        last_sample_time=node.last_sample_time,
+                        reasons=(
+                            f"no sample for {silent:.0f}s (staleAfterSeconds {staleness.stale_after_seconds:g}); "
+                            f"last level {last}",
+                        ),
+                    )
+                )
+                continue
+            level = RANKED_LEVELS[node.rank] if node.scorable and node.rank >= 0 else Level.UNKNOWN
+            out.append(NodeAssessment(name, level, node.score, node.values, node.last_sample_time, self._reasons(node)))
+        for name in forgotten:
+            del self._nodes[name]
+        return out, forgotten
+
+    def report(self, now: float, *, identity: str) -> tuple[Report, list[str]]:
+        """The report at ``now`` and the names forgotten while building it."""
+        nodes, forgotten = self.assess(now)
+        return Report(
+            last_update_time=now,
+            analyzer_identity=identity,
+            rules_version=self._rules.version,
+            nodes=tuple(nodes),
+        ), forgotten
+
+
+def reversals(levels: Iterable[Level]) -> int:
+    """How often a sequence of ranked levels changed direction (for tests and diagnostics)."""
+    last_dir = 0
+    prev: int | None = None
+    count = 0
+    for level in levels:
+        if level is Level.UNKNOWN:
+            continue
+        rank = RANKED_LEVELS.index(level)
+        if prev is not None and rank != prev:
+            direction = 1 if rank > prev else -1
+            if last_dir and direction != last_dir:
+                count += 1
+            last_dir = direction
+        prev = rank
+    return count

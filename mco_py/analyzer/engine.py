@@ -1,0 +1,165 @@
+"""The analyzer's state: accepts samples from any number of streams, builds reports.
+
+Thread-safe: the gRPC loop, the report loop and the rules watcher share one engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from mco_py.analysis.report_size import Fitted, fit_report
+from mco_py.analysis.rules import DetectionRules
+from mco_py.analysis.samples import InvalidSample, check_sample
+from mco_py.analysis.scoring import LevelChange, Scorer
+from mco_py.analysis.status import fast_status
+from mco_py.analyzer.metrics import AnalyzerMetrics
+from mco_py.model import Sample
+
+log = logging.getLogger(__name__)
+
+#: Distinct rejection messages returned in one ack.
+MAX_ACK_REASONS = 8
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What became of one batch."""
+
+    accepted: int = 0
+    rejected: int = 0
+    reasons: dict[str, str] = field(default_factory=dict)
+    """First message per rejection reason code."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Rejections per reason code."""
+
+    def reject(self, exc: InvalidSample) -> None:
+        self.rejected += 1
+        self.counts[exc.reason] = self.counts.get(exc.reason, 0) + 1
+        if exc.reason not in self.reasons and len(self.reasons) < MAX_ACK_REASONS:
+            self.reasons[exc.reason] = f"{exc.reason}: {exc}"[:512]
+
+
+class Engine:
+    """Scoring state for every node plus the bookkeeping around it."""
+
+    def __init__(
+        self,
+        rules: DetectionRules,
+        *,
+        metrics: AnalyzerMetrics,
+        identity: str,
+        clock: Callable[[], float] = time.time,
+        max_future_seconds: float = 300.0,
+        max_age_seconds: float = 300.0,
+        status_budget: int | None = None,
+        max_nodes: int = 20000,
+    ) -> None:
+        self._scorer = Scorer(rules)
+        self._lock = threading.Lock()
+        self._last_time: dict[str, float] = {}
+        self.metrics = metrics
+        self.identity = identity
+        self.clock = clock
+        self.max_future = max_future_seconds
+        self.max_age = max_age_seconds
+        self.status_budget = status_budget
+        self.max_nodes = max_nodes
+        metrics.rules.info({"version": rules.version})
+
+    @property
+    def rules(self) -> DetectionRules:
+        return self._scorer.rules
+
+    def set_rules(self, rules: DetectionRules) -> None:
+        with self._lock:
+            self._scorer.set_rules(rules)
+        self.metrics.rules.info({"version": rules.version})
+
+    def accept(
+        self, samples: Iterable[Sample], outcome: Outcome, *, allowed_nodes: frozenset[str] | None = None
+    ) -> Outcome:
+        """Validate and score ``samples``; rejected ones are counted in ``outcome`` by reason."""
+        now = self.clock()
+        changes: list[LevelChange] = []
+        with self._lock:
+            last_time = self._last_time
+            observe = self._scorer.observe
+            for sample in samples:
+                try:
+                    check_sample(sample, now=now, max_future=self.max_future, max_age=self.max_age)
+                    if allowed_nodes is not None and sample.node not in allowed_nodes:
+                        raise InvalidSample(
+                            "unauthorized_node",
+                            f"node {sample.node}: the client certificate allows only "
+                            f"{', '.join(sorted(allowed_nodes)) or 'no node'}",
+                        )
+                    prev = last_time.get(sample.node)
+                    if prev is None and len(last_time) >= self.max_nodes:
+                        raise InvalidSample(
+                            "too_many_nodes",
+                            f"node {sample.node}: the analyzer already tracks {self.max_nodes} nodes "
+                            "(the report's limit); raise --max-nodes or shard",
+                        )
+                    if prev is not None and sample.timestamp <= prev:
+                        raise InvalidSample(
+                            "out_of_order",
+                            f"node {sample.node}: sample time is not after the previous sample's "
+                            "(duplicate or reordered)",
+                        )
+                except InvalidSample as exc:
+                    outcome.reject(exc)
+                    continue
+                last_time[sample.node] = sample.timestamp
+                change = observe(sample, now)
+                outcome.accepted += 1
+                if change is not None:
+                    changes.append(change)
+        self.count(outcome)
+        for change in changes:
+            log.info(
+                "node %s: level %s -> %s",
+                change.node,
+                change.old.value if change.old else "(new)",
+                change.new.value,
+                extra={"node": change.node, "score": round(change.score, 1), "reasons": "; ".join(change.reasons)},
+            )
+        return outcome
+
+    def count(self, outcome: Outcome) -> None:
+        """Add ``outcome`` to the sample counters (done once per batch by :meth:`accept`)."""
+        if outcome.accepted:
+            self.metrics.samples.labels("accepted", "none").inc(outcome.accepted)
+        for reason, n in outcome.counts.items():
+            self.metrics.samples.labels("rejected", reason).inc(n)
+
+    def build_report(self) -> Fitted:
+        """Assess every node now, publish the per-node metrics, and fit the report to the size budget."""
+        started = time.perf_counter()
+        now = self.clock()
+        with self._lock:
+            report, forgotten = self._scorer.report(now, identity=self.identity)
+            for name in forgotten:
+                self._last_time.pop(name, None)
+        if self.status_budget:
+            fitted = fit_report(report, self.status_budget)
+        else:
+            fitted = Fitted(report, 0, status=fast_status(report))
+        self.metrics.generation.observe(time.perf_counter() - started)
+        self.metrics.publish_nodes(report.nodes, forgotten)
+        self.metrics.detail_dropped.set(fitted.report.detail_dropped)
+        self.metrics.nodes_dropped.set(len(fitted.nodes_dropped))
+        if fitted.size:
+            self.metrics.report_bytes.set(fitted.size)
+        if forgotten:
+            log.info("forgot %d silent node(s)", len(forgotten), extra={"nodes": ", ".join(forgotten[:20])})
+        if fitted.nodes_dropped:
+            log.warning(
+                "report over the size budget even without detail: %d node(s) left out",
+                len(fitted.nodes_dropped),
+                extra={"budget_bytes": self.status_budget},
+            )
+        return fitted

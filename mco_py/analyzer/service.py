@@ -1,0 +1,213 @@
+"""The analyzer's gRPC endpoint: many collector streams at once on one asyncio loop.
+
+``grpc.aio`` keeps thousands of long-lived streams on one thread (a thread-pool server
+would need one worker per open stream). The loop runs in its own thread so the rest of
+the analyzer (report loop, rules watcher, leader election) stays plain threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import threading
+from collections.abc import AsyncIterator, Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import grpc.aio
+
+from mco_py.analysis.samples import InvalidSample
+from mco_py.analyzer.engine import Engine, Outcome
+from mco_py.errors import ConfigError
+from mco_py.model import Sample
+from mco_py.obs.logging import OnceFilter
+from mco_py.rpc import codec
+from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
+from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TLSFiles:
+    """Server certificate and key; with ``ca``, clients must present a certificate signed by it (mTLS)."""
+
+    cert: Path
+    key: Path
+    ca: Path | None = None
+
+    def credentials(self) -> grpc.ServerCredentials:
+        try:
+            cert = self.cert.read_bytes()
+            key = self.key.read_bytes()
+            ca = self.ca.read_bytes() if self.ca else None
+        except OSError as exc:
+            raise ConfigError(f"TLS file {exc.filename}: cannot read: {exc.strerror}; check --tls-* paths") from exc
+        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+
+
+def load_token(path: Path) -> str:
+    """The bearer token from ``path`` (surrounding whitespace ignored)."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"token file {path}: cannot read: {exc.strerror or exc}") from exc
+    if not token:
+        raise ConfigError(f"token file {path} is empty; put the shared bearer token in it")
+    return token
+
+
+def cert_node_names(auth_context: Mapping[str, Iterable[bytes]]) -> frozenset[str] | None:
+    """Node names a client certificate may report for (CN and SANs); None without a client certificate."""
+    if "x509_pem_cert" not in auth_context and "x509_common_name" not in auth_context:
+        return None
+    names: set[str] = set()
+    for key in ("x509_common_name", "x509_subject_alternative_name"):
+        for raw in auth_context.get(key, []):
+            names.add(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
+    return frozenset(names)
+
+
+class AnalyzerServicer(pb_grpc.AnalyzerServicer):
+    """Decodes batches, lets the engine score them, acks each batch with its rejections."""
+
+    def __init__(self, engine: Engine, *, token: str | None = None, require_client_cert: bool = False) -> None:
+        self.engine = engine
+        self.token = token
+        self.require_client_cert = require_client_cert
+        self._once = OnceFilter()
+
+    async def _authorize(self, context: grpc.aio.ServicerContext[pb.SampleBatch, pb.Control]) -> frozenset[str] | None:
+        metrics = self.engine.metrics
+        if self.token is not None:
+            presented = ""
+            for key, value in context.invocation_metadata() or ():
+                if key == "authorization":
+                    presented = value if isinstance(value, str) else value.decode("utf-8", "replace")
+            scheme, _, token = presented.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.token.encode()):
+                metrics.batches_rejected.labels("unauthenticated").inc()
+                await context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "missing or wrong bearer token; send metadata 'authorization: Bearer <token>' "
+                    "with the analyzer's token",
+                )
+        if not self.require_client_cert:
+            return None
+        allowed = cert_node_names(context.auth_context())
+        if not allowed:
+            metrics.batches_rejected.labels("permission_denied").inc()
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "the client certificate names no node (CN or DNS SAN); issue one per node",
+            )
+        return allowed
+
+    async def StreamSamples(
+        self,
+        request_iterator: AsyncIterator[pb.SampleBatch],
+        context: grpc.aio.ServicerContext[pb.SampleBatch, pb.Control],
+    ) -> AsyncIterator[pb.Control]:
+        allowed = await self._authorize(context)
+        engine = self.engine
+        engine.metrics.collectors.inc()
+        collector = ""
+        try:
+            async for batch in request_iterator:
+                collector = batch.collector[:253]
+                if batch.dropped_since_last:
+                    engine.metrics.collector_dropped.inc(batch.dropped_since_last)
+                outcome = Outcome()
+                decoded: list[Sample] = []
+                for raw in batch.samples:
+                    try:
+                        decoded.append(codec.sample_from_proto(raw))
+                    except InvalidSample as exc:
+                        outcome.reject(exc)
+                engine.accept(decoded, outcome, allowed_nodes=allowed)
+                for reason, message in outcome.reasons.items():
+                    if self._once.first(f"{collector}\0{reason}"):
+                        log.warning(
+                            "collector %s: samples rejected (%s); logged once per collector and reason",
+                            collector,
+                            message,
+                            extra={"collector": collector, "reason": reason},
+                        )
+                yield codec.ack(batch.sequence, outcome.accepted, outcome.rejected, outcome.reasons.values())
+        finally:
+            engine.metrics.collectors.dec()
+            log.debug("collector stream closed", extra={"collector": collector})
+
+
+class GrpcServer:
+    """A running ``grpc.aio`` server on its own event-loop thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, server: grpc.aio.Server, thread: threading.Thread) -> None:
+        self._loop = loop
+        self._server = server
+        self._thread = thread
+
+    def stop(self, grace: float = 1.0) -> None:
+        """Close every stream (after ``grace`` seconds) and end the loop thread."""
+        if not self._thread.is_alive():
+            return
+        fut = asyncio.run_coroutine_threadsafe(self._server.stop(grace), self._loop)
+        fut.result(timeout=grace + 10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+
+def create_server(
+    engine: Engine,
+    *,
+    listen: str = "[::]:9876",
+    tls: TLSFiles | None = None,
+    token: str | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> tuple[GrpcServer, int]:
+    """Start the analyzer's gRPC server; returns it and the bound port (``listen`` may use port 0)."""
+    credentials = tls.credentials() if tls else None
+    servicer = AnalyzerServicer(engine, token=token, require_client_cert=bool(tls and tls.ca))
+    started: Future[tuple[grpc.aio.Server, int]] = Future()
+    loop = asyncio.new_event_loop()
+
+    async def start() -> None:
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_send_message_length", 1024 * 1024),
+                ("grpc.so_reuseport", 0),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+            ]
+        )
+        pb_grpc.add_AnalyzerServicer_to_server(servicer, server)
+        port = server.add_secure_port(listen, credentials) if credentials else server.add_insecure_port(listen)
+        await server.start()
+        started.set_result((server, port))
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(start())
+        except BaseException as exc:
+            started.set_exception(exc)
+            loop.close()
+            return
+        loop.run_forever()
+        loop.close()
+
+    thread = threading.Thread(target=run, name="grpc-loop", daemon=True)
+    thread.start()
+    try:
+        server, port = started.result(timeout=30)
+    except Exception as exc:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(loop.stop)
+        raise ConfigError(f"cannot serve gRPC on {listen}: {exc}; check --listen and the TLS files") from exc
+    return GrpcServer(loop, server, thread), port

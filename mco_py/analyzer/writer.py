@@ -1,0 +1,80 @@
+"""The report loop: build the report every interval; the leader writes it.
+
+Followers build it too (their per-node metrics stay right and their state warm) but do
+not write. A failed write is counted and logged once per kind of failure; scoring goes
+on regardless and the next interval writes the current state (catching up after an
+API outage).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from mco_py.analyzer.engine import Engine
+from mco_py.errors import ReportError
+from mco_py.obs.logging import OnceFilter
+from mco_py.store.base import ReportStore
+
+log = logging.getLogger(__name__)
+
+
+class ReportLoop:
+    """Runs :meth:`tick` every ``interval`` seconds in a daemon thread."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        store: ReportStore,
+        *,
+        interval: float = 5.0,
+        is_leader: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.interval = interval
+        self.is_leader = is_leader
+        self._once = OnceFilter()
+        self._failing = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self) -> bool:
+        """Build the report; write it when leader. Returns True when a report was written."""
+        fitted = self.engine.build_report()
+        leader = self.is_leader()
+        self.engine.metrics.leader.set(1 if leader else 0)
+        if not leader:
+            return False
+        try:
+            self.store.write(fitted.report, status=fitted.status)
+        except ReportError as exc:
+            self.engine.metrics.write_errors.inc()
+            self._failing = True
+            if self._once.first(type(exc).__name__):
+                log.error("cannot write the report to %s: %s; scoring continues", self.store.describe(), exc)
+            return False
+        self.engine.metrics.writes.inc()
+        if self._failing:
+            self._failing = False
+            self._once = OnceFilter()
+            log.info("report written to %s again", self.store.describe())
+        return True
+
+    def start(self) -> None:
+        def loop() -> None:
+            while not self._stop.is_set():
+                try:
+                    self.tick()
+                except Exception:  # the loop must outlive any bug in one round
+                    log.exception("report round failed")
+                self._stop.wait(self.interval)
+
+        self._thread = threading.Thread(target=loop, name="report-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=self.interval + 10)

@@ -1,0 +1,287 @@
+"""HTTP/1.1 server for the extender: ``asyncio.Protocol`` + the ``httptools`` parser (uvloop when available).
+
+Small and fast on purpose (see reference/extender-performance.md): one parser
+per connection, keep-alive and pipelining, ``TCP_NODELAY``, headers and small
+bodies in one write, ``Expect: 100-continue`` answered, request bodies buffered
+up to ``max_body`` (preallocated from ``Content-Length``), larger ones dropped
+and answered fail-open by the app. Handling is synchronous in the event loop:
+decoding is CPU-bound, so threads would not help (scale with processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httptools
+
+from mco_py.extender.app import ExtenderApp, Response
+
+log = logging.getLogger(__name__)
+
+_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
+            413: b"Payload Too Large", 503: b"Service Unavailable"}  # fmt: skip
+_SMALL_REPLY = 64 * 1024
+_MAX_HEAD = 64 * 1024  # URL + headers; Volcano and kube-scheduler send a few hundred bytes
+
+
+def _head(status: int, content_type: str, length: int, keep_alive: bool) -> bytes:
+    return b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n" % (
+        status,
+        _REASONS.get(status, b"Status"),
+        content_type.encode("latin-1"),
+        length,
+        b"" if keep_alive else b"Connection: close\r\n",
+    )
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection; httptools calls the ``on_*`` methods while we feed it bytes."""
+
+    def __init__(self, app: ExtenderApp, max_body: int) -> None:
+        self._app = app
+        self._max_body = max_body
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._url = b""
+        self._head_bytes = 0
+        self._content_length = -1
+        self._expect_continue = False
+        self._buffer: bytearray | None = None
+        self._chunks: list[bytes] = []
+        self._filled = 0
+        self._too_large = False
+
+    # -- asyncio.Protocol -------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        self._reset()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._reply_and_close(400, b"upgrades are not supported\n")
+        except httptools.HttpParserError as exc:
+            self._reply_and_close(400, f"malformed HTTP request: {exc}\n".encode())
+
+    def _reply_and_close(self, status: int, text: bytes) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        transport.write(_head(status, "text/plain; charset=utf-8", len(text), False) + text)
+        transport.close()
+
+    # -- httptools callbacks ---------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._reset()
+
+    def _count_head(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > _MAX_HEAD:
+            raise ValueError("request line and headers over 64 KiB")  # httptools turns it into a parser error
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value))
+        lowered = name.lower()
+        if lowered == b"content-length":
+            with contextlib.suppress(ValueError):
+                self._content_length = int(value)
+        elif lowered == b"expect" and value.lower() == b"100-continue":
+            self._expect_continue = True
+
+    def on_headers_complete(self) -> None:
+        if self._content_length > self._max_body:
+            self._too_large = True
+        elif self._content_length > 0:
+            self._buffer = bytearray(self._content_length)
+        if self._expect_continue and self._transport is not None:
+            # Go does not send it; curl does for bodies over 1 MiB and waits ~1 s otherwise.
+            self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, chunk: bytes) -> None:
+        if self._too_large:
+            return
+        size = len(chunk)
+        if self._buffer is not None and self._filled + size <= len(self._buffer):
+            self._buffer[self._filled : self._filled + size] = chunk
+            self._filled += size
+            return
+        self._chunks.append(chunk)
+        self._filled += size
+        if self._filled > self._max_body:
+            self._too_large = True
+            self._chunks = []
+            self._buffer = None
+
+    def on_message_complete(self) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        body: bytes | bytearray
+        if self._too_large:
+            body = b""
+        elif self._buffer is not None and not self._chunks and self._filled == len(self._buffer):
+            body = self._buffer  # no copy: a 74 MB prioritize body stays one buffer
+        elif self._buffer is not None:
+            body = bytes(self._buffer[: min(self._filled, len(self._buffer))]) + b"".join(self._chunks)
+        else:
+            body = b"".join(self._chunks)
+        self._buffer = None
+        self._chunks = []
+        method = self._parser.get_method().decode("latin-1")
+        try:
+            path = httptools.parse_url(self._url).path.decode("utf-8", "replace")
+        except httptools.HttpParserInvalidURLError:
+            path = self._url.decode("latin-1")
+        response: Response = self._app.handle(method, path, body, too_large=self._too_large)
+        keep_alive = self._parser.should_keep_alive()
+        payload = b"" if method == "HEAD" else response.body
+        head = _head(response.status, response.content_type, len(response.body), keep_alive)
+        if len(payload) <= _SMALL_REPLY:
+            transport.write(head + payload)
+        else:
+            transport.writelines([head, payload])
+        if not keep_alive:
+            transport.close()
+
+
+@dataclass
+class RunningServer:
+    """A server started by :func:`start_in_thread`."""
+
+    port: int
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+    server: asyncio.AbstractServer
+
+    def stop(self, timeout: float = 5.0) -> None:
+        def _close() -> None:
+            self.server.close()
+            self.loop.stop()
+
+        self.loop.call_soon_threadsafe(_close)
+        self.thread.join(timeout)
+
+
+async def create_server(
+    app: ExtenderApp,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    max_body: int = 128 * 1024 * 1024,
+    reuse_port: bool = False,
+) -> tuple[asyncio.AbstractServer, int]:
+    """Listen on ``host:port`` (0 = a free port); returns the server and the bound port."""
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: _Connection(app, max_body), host, port, backlog=1024, reuse_port=reuse_port or None
+    )
+    bound = server.sockets[0].getsockname()[1]
+    return server, int(bound)
+
+
+def new_event_loop(use_uvloop: bool = True) -> asyncio.AbstractEventLoop:
+    """A uvloop loop when available (and wanted), else the default asyncio loop."""
+    if use_uvloop:
+        try:
+            import uvloop  # noqa: PLC0415 - optional speed-up
+
+            loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+            return loop
+        except ImportError:
+            log.info("uvloop not installed; using the asyncio event loop")
+    return asyncio.new_event_loop()
+
+
+def start_in_thread(
+    app: ExtenderApp,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    max_body: int = 128 * 1024 * 1024,
+    use_uvloop: bool = True,
+) -> RunningServer:
+    """Run the server in a daemon thread with its own loop (tests, embedding); returns once it listens."""
+    loop = new_event_loop(use_uvloop)
+    started = threading.Event()
+    holder: dict[str, Any] = {}
+
+    def _run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            holder["server"], holder["port"] = loop.run_until_complete(
+                create_server(app, host, port, max_body=max_body)
+            )
+        except BaseException as exc:
+            holder["error"] = exc
+            started.set()
+            return
+        started.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(holder["server"].wait_closed())
+            loop.close()
+
+    thread = threading.Thread(target=_run, name="extender-http", daemon=True)
+    thread.start()
+    started.wait()
+    if "error" in holder:
+        raise holder["error"]
+    return RunningServer(port=holder["port"], loop=loop, thread=thread, server=holder["server"])
+
+
+def serve_forever(
+    app: ExtenderApp,
+    host: str,
+    port: int,
+    *,
+    max_body: int,
+    on_listening: Callable[[int], None] | None = None,
+    stop: asyncio.Event | None = None,
+    use_uvloop: bool = True,
+) -> None:
+    """Run the server in this thread until SIGTERM/SIGINT."""
+    import signal  # noqa: PLC0415
+
+    loop = new_event_loop(use_uvloop)
+    asyncio.set_event_loop(loop)
+
+    async def _main() -> None:
+        server, bound = await create_server(app, host, port, max_body=max_body)
+        if on_listening is not None:
+            on_listening(bound)
+        done = stop or asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, done.set)
+        async with server:
+            await done.wait()
+
+    try:
+        loop.run_until_complete(_main())
+    finally:
+        loop.close()

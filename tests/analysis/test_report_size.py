@@ -1,0 +1,68 @@
+"""Size limit: detail of None nodes goes first, nodes only when nothing else helps."""
+
+from __future__ import annotations
+
+from mco_py.analysis.report_size import encoded_size, fit_report
+from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report, report_to_status
+from tests.contracts import crd_schema
+
+
+def big_report(n: int, *, high_every: int = 10) -> Report:
+    nodes = []
+    for i in range(n):
+        high = i % high_every == 0
+        nodes.append(
+            NodeAssessment(
+                name=f"worker-{i:05d}.cluster.example.com",
+                level=Level.HIGH if high else Level.NONE,
+                score=90.0 if high else 3.0,
+                signals={k: 12.345678 if not k.startswith("llc") else 0.12345 for k in SIGNAL_NAMES},
+                last_sample_time=1_800_000_000.0,
+                reasons=("psiIoSomeAvg10=61.2 ≥ critical 50 (sub-score 100, weight 1)",) * (3 if high else 1),
+            )
+        )
+    return Report(last_update_time=1_800_000_000.0, analyzer_identity="a", rules_version="r", nodes=tuple(nodes))
+
+
+def test_small_report_is_untouched() -> None:
+    report = big_report(10)
+    fitted = fit_report(report, 1_000_000)
+    assert fitted.report is report
+    assert fitted.report.detail_dropped == 0
+
+
+def test_none_detail_dropped_first_and_counted() -> None:
+    report = big_report(2000)
+    full = encoded_size(report_to_status(report))
+    budget = full // 2
+    fitted = fit_report(report, budget)
+    assert fitted.size <= budget
+    assert fitted.nodes_dropped == ()
+    assert len(fitted.report.nodes) == 2000
+    assert fitted.report.detail_dropped > 0
+    for item in fitted.report.nodes:
+        if item.level is Level.HIGH:
+            assert item.signals, "High nodes keep their detail while None detail can go"
+    status = report_to_status(fitted.report)
+    assert status["summary"]["detailDropped"] == fitted.report.detail_dropped
+    doc = {"apiVersion": "mco.many-core.io/v1alpha1", "kind": "NodeInterferenceReport", "status": status}
+    assert crd_schema.errors(doc) == []
+
+
+def test_nodes_dropped_only_when_bare_entries_do_not_fit() -> None:
+    report = big_report(500)
+    fitted = fit_report(report, 20_000)
+    assert fitted.size <= 20_000
+    assert fitted.nodes_dropped
+    assert fitted.report.detail_dropped == 500 - len(fitted.nodes_dropped) or fitted.report.detail_dropped > 0
+    kept = {n.name for n in fitted.report.nodes}
+    dropped_levels = {n.level for n in report.nodes if n.name not in kept}
+    assert dropped_levels == {Level.NONE}, "High nodes are kept as long as None nodes can go"
+
+
+def test_status_built_while_fitting_equals_the_fitted_report() -> None:
+    for n, budget in ((10, 1_000_000), (2000, 300_000), (500, 20_000)):
+        fitted = fit_report(big_report(n), budget)
+        assert fitted.status == report_to_status(fitted.report)
+        assert encoded_size(fitted.status) <= budget
+        assert abs(fitted.size - encoded_size(fitted.status)) <= 2, "the running size estimate is exact"

@@ -1,0 +1,110 @@
+"""Engine and report loop with an injected clock: metrics lifecycle, write failures, size budget."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from mco_py.analysis.rules import default_rules
+from mco_py.analyzer.engine import Engine, Outcome
+from mco_py.analyzer.metrics import AnalyzerMetrics
+from mco_py.analyzer.writer import ReportLoop
+from mco_py.model import SIGNAL_NAMES, Sample, SignalReading
+from mco_py.store.file import FileReportStore
+from tests.contracts import crd_schema
+
+T0 = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(budget: int | None = None) -> tuple[Engine, Clock, CollectorRegistry]:
+    clock = Clock()
+    registry = CollectorRegistry()
+    engine = Engine(
+        default_rules(), metrics=AnalyzerMetrics(registry), identity="a1", clock=clock, status_budget=budget
+    )
+    return engine, clock, registry
+
+
+def sample(node: str, t: float, level: float = 1.0) -> Sample:
+    """Every signal at ``level`` (LLC miss rate at level/100, no OOM kills): 90 is High, 1 is None."""
+    values = {n: level for n in SIGNAL_NAMES} | {"llcMissRate": level / 100, "oomKills": 0.0}
+    return Sample(node, t, {n: SignalReading(n, v, "procfs") for n, v in values.items()})
+
+
+def test_forgotten_node_loses_its_series_and_stale_is_minus_one() -> None:
+    engine, clock, registry = make()
+    engine.accept([sample("node-1", T0, 90.0), sample("node-2", T0)], Outcome())
+    engine.build_report()
+    assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) == 3
+    assert registry.get_sample_value("mco_analyzer_nodes") == 2
+    clock.now = T0 + 31  # default staleAfterSeconds 30
+    engine.accept([sample("node-2", clock.now)], Outcome())
+    report = engine.build_report().report
+    assert report.node("node-1").level.value == "Unknown"  # type: ignore[union-attr]
+    assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) == -1
+    clock.now = T0 + 601  # default forgetAfterSeconds 600
+    engine.accept([sample("node-2", clock.now)], Outcome())
+    report = engine.build_report().report
+    assert [n.name for n in report.nodes] == ["node-2"]
+    assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) is None
+    assert registry.get_sample_value("mco_node_interference_score", {"node": "node-1"}) is None
+    # once forgotten, the node may come back with any timestamp order
+    engine.accept([sample("node-1", clock.now - 10)], Outcome())
+    assert engine.build_report().report.node("node-1") is not None
+
+
+def test_write_failure_is_counted_and_scoring_goes_on(tmp_path: Path) -> None:
+    engine, clock, registry = make()
+    blocker = tmp_path / "state"
+    blocker.write_text("a file where the directory should be")
+    loop = ReportLoop(engine, FileReportStore(blocker / "report.json"))
+    engine.accept([sample("node-1", T0)], Outcome())
+    assert not loop.tick()
+    clock.now += 1
+    engine.accept([sample("node-2", clock.now)], Outcome())
+    assert not loop.tick()
+    assert registry.get_sample_value("mco_analyzer_report_write_errors_total") == 2
+    blocker.unlink()
+    assert loop.tick()
+    doc = json.loads((blocker / "report.json").read_text())
+    assert crd_schema.errors(doc) == []
+    assert [n["name"] for n in doc["status"]["nodes"]] == ["node-1", "node-2"]
+    assert registry.get_sample_value("mco_analyzer_report_writes_total") == 1
+
+
+def test_follower_builds_but_does_not_write(tmp_path: Path) -> None:
+    engine, _, registry = make()
+    leader = False
+    loop = ReportLoop(engine, FileReportStore(tmp_path / "r.json"), is_leader=lambda: leader)
+    engine.accept([sample("node-1", T0, 90.0)], Outcome())
+    assert not loop.tick()
+    assert not (tmp_path / "r.json").exists()
+    assert registry.get_sample_value("mco_analyzer_leader") == 0
+    assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) == 3
+    leader = True
+    assert loop.tick()
+    assert registry.get_sample_value("mco_analyzer_leader") == 1
+
+
+def test_size_budget_drops_detail_and_reports_it(tmp_path: Path) -> None:
+    engine, _, registry = make(budget=20_000)
+    engine.accept([sample(f"node-{i:03d}", T0, 60.0 if i % 10 == 0 else 1.0) for i in range(200)], Outcome())
+    fitted = engine.build_report()
+    assert fitted.report.detail_dropped > 0
+    assert fitted.size <= 20_000
+    assert registry.get_sample_value("mco_analyzer_report_detail_dropped_nodes") == fitted.report.detail_dropped
+    FileReportStore(tmp_path / "r.json").write(fitted.report)
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert crd_schema.errors(doc) == []
+    assert doc["status"]["summary"]["detailDropped"] == fitted.report.detail_dropped
+    assert len(json.dumps(doc["status"], separators=(",", ":"))) <= 20_000

@@ -1,0 +1,268 @@
+"""`mco analyzer` as a process (standalone): report file, metrics, rules hot reload, settings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from mco_py.analysis.rules import default_rules_text
+from mco_py.analyzer.main import add_arguments, load_settings
+from mco_py.errors import ConfigError
+from mco_py.model import Sample, SignalReading
+from mco_py.rpc import codec
+from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
+from tests.contracts import crd_schema
+
+
+class Process:
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mco_py.cli", "analyzer", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[dict[str, Any]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.wait_for(lambda: any("grpc_port" in line for line in self.lines), "startup")
+        first = next(line for line in self.lines if "grpc_port" in line)
+        self.grpc_port = int(first["grpc_port"])
+        self.metrics_port = int(first["metrics_port"])
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            try:
+                self.lines.append(json.loads(raw))
+            except ValueError:
+                self.lines.append({"message": raw})
+
+    def wait_for(self, cond: Callable[[], bool], what: str, timeout: float = 30) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cond():
+                return True
+            if self.proc.poll() is not None and not cond():
+                raise AssertionError(f"analyzer exited ({self.proc.returncode}) waiting for {what}: {self.lines}")
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}; log: {self.lines[-20:]}")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as resp:
+            text: str = resp.read().decode()
+        return text
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=30)
+        self._reader.join(10)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+        return code
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[tuple[Process, Path, Path]]:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(default_rules_text())
+    report = tmp_path / "state" / "report.json"
+    (tmp_path / "analyzer.yaml").write_text("mode: standalone\n")
+    proc = Process(
+        "--config",
+        str(tmp_path / "analyzer.yaml"),
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-host",
+        "127.0.0.1",
+        "--metrics-port",
+        "0",
+        "--report-file",
+        str(report),
+        "--rules-file",
+        str(rules),
+        "--report-interval",
+        "0.2",
+        "--rules-interval",
+        "0.2",
+        "--identity",
+        "test-analyzer",
+    )
+    yield proc, report, rules
+    proc.stop()
+
+
+def send(port: int, node: str, psi: float, seq: int) -> None:
+    sample = Sample(node, time.time(), {"psiIoSomeAvg10": SignalReading("psiIoSomeAvg10", psi, "procfs")})
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        (reply,) = pb_grpc.AnalyzerStub(ch).StreamSamples(
+            iter([codec.batch_to_proto([sample], collector=node, sequence=seq)]), timeout=30
+        )
+    assert reply.ack.accepted == 1, reply
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc
+
+
+def test_standalone_writes_valid_report_and_metrics(standalone: tuple[Process, Path, Path]) -> None:
+    proc, report, _ = standalone
+    send(proc.grpc_port, "node-hot", 90.0, 1)
+    send(proc.grpc_port, "node-calm", 1.0, 1)
+
+    def both() -> bool:
+        names = {n["name"] for n in read_report(report).get("status", {}).get("nodes", [])}
+        return names == {"node-hot", "node-calm"}
+
+    proc.wait_for(both, "both nodes in the report file")
+    doc = read_report(report)
+    assert crd_schema.errors(doc) == []
+    status = doc["status"]
+    assert status["analyzer"] == {"identity": "test-analyzer", "rulesVersion": "2026.11.1"}
+    hot = next(n for n in status["nodes"] if n["name"] == "node-hot")
+    assert hot["level"] == "High"
+    assert any("psiIoSomeAvg10=90 ≥ critical 50" in r for r in hot["reasons"])
+    # written every interval even without changes
+    first = status["lastUpdateTime"]
+    proc.wait_for(lambda: read_report(report)["status"]["lastUpdateTime"] != first, "a later report")
+    text = proc.metrics()
+    assert 'mco_node_interference_level{node="node-hot"} 3.0' in text
+    assert 'mco_node_interference_level{node="node-calm"} 0.0' in text
+    assert "mco_analyzer_report_generation_duration_seconds_bucket" in text
+    assert "mco_analyzer_leader 1.0" in text
+    assert 'mco_analyzer_rules_info{version="2026.11.1"} 1.0' in text
+    shown = subprocess.run(
+        [sys.executable, "-m", "mco_py.cli", "report", "--file", str(report), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "node-hot" in shown.stdout
+    assert "High" in shown.stdout
+    assert proc.stop() == 0
+
+
+def test_rules_hot_reload_keeps_last_good_rules(standalone: tuple[Process, Path, Path]) -> None:
+    proc, report, rules = standalone
+    send(proc.grpc_port, "node-1", 30.0, 1)
+    rules.write_text("version: broken\nsignals:\n  psiIoSomeAvg10: {warn: 50, critical: 10}\n")
+    proc.wait_for(lambda: 'mco_analyzer_rules_reload_total{result="invalid"} 1.0' in proc.metrics(), "invalid")
+    assert any("critical (10) must be greater than warn (50)" in line.get("message", "") for line in proc.lines)
+    assert read_report(report)["status"]["analyzer"]["rulesVersion"] == "2026.11.1"
+    rules.write_text(default_rules_text().replace('version: "2026.11.1"', 'version: "v2-test"'))
+    proc.wait_for(
+        lambda: read_report(report).get("status", {}).get("analyzer", {}).get("rulesVersion") == "v2-test",
+        "new rules version in the report",
+    )
+    assert 'mco_analyzer_rules_info{version="v2-test"} 1.0' in proc.metrics()
+
+
+def test_missing_rules_file_uses_defaults_with_warning(tmp_path: Path) -> None:
+    proc = Process(
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-host",
+        "127.0.0.1",
+        "--metrics-port",
+        "0",
+        "--report-file",
+        str(tmp_path / "r.json"),
+        "--rules-file",
+        str(tmp_path / "absent.yaml"),
+        "--report-interval",
+        "0.2",
+    )
+    try:
+        proc.wait_for((tmp_path / "r.json").exists, "report file")
+        warning = next(line for line in proc.lines if "no detection rules" in line.get("message", ""))
+        assert warning["level"] == "warning"
+        assert "built-in defaults" in warning["message"]
+    finally:
+        assert proc.stop() == 0
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_flags_override_config_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "analyzer.yaml"
+    cfg.write_text("mode: cluster\nreportInterval: 7\nlisten: ':1234'\nidentity: from-file\n")
+    settings = load_settings(parse("--config", str(cfg), "--report-interval", "2"))
+    assert (settings.mode, settings.report_interval, settings.listen, settings.identity) == (
+        "cluster",
+        2.0,
+        ":1234",
+        "from-file",
+    )
+
+
+def test_snake_case_keys_as_the_ansible_role_renders_them(tmp_path: Path) -> None:
+    cfg = tmp_path / "analyzer.yaml"
+    cfg.write_text(
+        'mode: cluster\nidentity: "an-1"\nlisten: ":9876"\nmetrics_port: 9878\nreport_interval: 5\n'
+        'report_file: "/var/lib/mco/report.json"\nreport_name: "cluster"\nrules_file: "/etc/mco/rules.yaml"\n'
+        'rules_interval: 30\nkubeconfig: ""\ntls_ca: ""\ntls_cert: ""\ntls_key: ""\ntoken_file: ""\n'
+        'log_level: "info"\n'
+    )
+    settings = load_settings(parse("--config", str(cfg)))
+    assert (settings.mode, settings.identity, settings.metrics_port, settings.rules_interval) == (
+        "cluster",
+        "an-1",
+        9878,
+        30.0,
+    )
+    assert settings.tls_cert == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("reportIntervall: 5\n", "did you mean 'reportInterval'"),
+        ("reportInterval: soon\n", "reportInterval: expected float"),
+        ("mode: both\n", "mode 'both' is not one of"),
+        ("- a\n", "expected a mapping"),
+        ("tlsCert: /x\n", "needs both tlsCert and tlsKey"),
+        ("reportInterval: 0\n", "reportInterval must be positive"),
+    ],
+)
+def test_bad_config_is_explained(tmp_path: Path, text: str, words: str) -> None:
+    cfg = tmp_path / "analyzer.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=words):
+        load_settings(parse("--config", str(cfg)))
+
+
+def test_bad_config_exits_2_with_message(tmp_path: Path) -> None:
+    cfg = tmp_path / "analyzer.yaml"
+    cfg.write_text("bogus: 1\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "mco_py.cli", "analyzer", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert "unknown key 'bogus'" in out.stderr
