@@ -1,0 +1,267 @@
+# Copyright: Many-Core Orchestrator authors
+# Apache License 2.0 (see LICENSE)
+"""Minimal text edits of Volcano's ``volcano-scheduler.conf`` (our ``extender`` entry only).
+
+Approach: the text is parsed with PyYAML's ``compose`` (node tree with line/column
+marks), which tells where each tier and plugin entry sits. Only the lines of the
+``extender`` entry are replaced, or new lines are inserted after the last plugin of
+the target tier; every other byte of the text is kept as it was (comments, quoting,
+ordering, blank lines). Flow-style plugin lists (``plugins: [...]``) have no lines
+to edit; for those the whole document is re-serialised (comments are lost) and the
+result says so.
+
+Filters:
+  volcano_extender_find(conf)            -> where the extender entry is and its arguments
+  volcano_extender_set(conf, args, ours_prefix, replace_foreign=False) -> new conf text
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - only outside Ansible
+    AnsibleFilterError = ValueError  # type: ignore[misc,assignment]
+
+TARGET_PLUGINS = ("predicates", "nodeorder")
+
+
+class VolcanoConfError(ValueError):
+    """The scheduler configuration cannot be edited safely."""
+
+
+def _plain(value: Any) -> Any:
+    """Plain Python types (Ansible passes tagged str/dict subclasses that PyYAML cannot represent)."""
+    for plain in (bool, int, float, str):  # bool before int: bool is an int subclass
+        if isinstance(value, plain):
+            return plain(value)
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _scalar(node: yaml.Node) -> Any:
+    return yaml.safe_load(yaml.serialize(node)) if node is not None else None
+
+
+def _mapping_get(node: yaml.Node, key: str) -> yaml.Node | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for key_node, value_node in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+            return value_node
+    return None
+
+
+def _compose(conf: str) -> yaml.Node:
+    try:
+        root = yaml.compose(conf, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise VolcanoConfError(f"volcano-scheduler.conf is not valid YAML: {exc}") from exc
+    if root is None or not isinstance(root, yaml.MappingNode):
+        raise VolcanoConfError("volcano-scheduler.conf must be a YAML mapping with a 'tiers' list")
+    return root
+
+
+def _tiers(root: yaml.Node) -> list[yaml.Node]:
+    tiers = _mapping_get(root, "tiers")
+    if not isinstance(tiers, yaml.SequenceNode) or not tiers.value:
+        raise VolcanoConfError("volcano-scheduler.conf has no 'tiers' list; add at least one tier with plugins")
+    return list(tiers.value)
+
+
+def _plugins(tier: yaml.Node) -> yaml.SequenceNode | None:
+    plugins = _mapping_get(tier, "plugins")
+    return plugins if isinstance(plugins, yaml.SequenceNode) else None
+
+
+def _plugin_name(item: yaml.Node) -> str | None:
+    name = _mapping_get(item, "name")
+    return name.value if isinstance(name, yaml.ScalarNode) else None
+
+
+def find_extender(conf: str) -> dict[str, Any]:
+    """Where the ``extender`` entry is (tier/index) and its arguments; the target tier."""
+    conf = _plain(conf)
+    root = _compose(conf)
+    tiers = _tiers(root)
+    found: list[dict[str, Any]] = []
+    target = None
+    for tier_index, tier in enumerate(tiers):
+        plugins = _plugins(tier)
+        if plugins is None:
+            continue
+        names = [_plugin_name(item) for item in plugins.value]
+        if target is None and any(name in TARGET_PLUGINS for name in names):
+            target = tier_index
+        for plugin_index, name in enumerate(names):
+            if name == "extender":
+                arguments = _scalar(_mapping_get(plugins.value[plugin_index], "arguments")) or {}
+                found.append({"tier": tier_index, "index": plugin_index, "arguments": arguments})
+    if target is None:
+        target = 1 if len(tiers) > 1 else 0
+    if len(found) > 1:
+        places = ", ".join(f"tier {f['tier']} entry {f['index']}" for f in found)
+        raise VolcanoConfError(
+            f"volcano-scheduler.conf has {len(found)} 'extender' entries ({places}); "
+            "Volcano allows one, remove the extras"
+        )
+    entry = found[0] if found else None
+    return {
+        "found": entry is not None,
+        "tier": entry["tier"] if entry else None,
+        "index": entry["index"] if entry else None,
+        "arguments": entry["arguments"] if entry else {},
+        "url_prefix": str(entry["arguments"].get("extender.urlPrefix", "")) if entry else "",
+        "target_tier": target,
+    }
+
+
+def _render_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    return text.removesuffix("\n...").strip()
+
+
+def render_entry(arguments: dict[str, Any], dash_column: int, item_column: int) -> list[str]:
+    """Lines of the ``extender`` list item, dash at ``dash_column``."""
+    first = " " * dash_column + "-" + " " * (item_column - dash_column - 1) + "name: extender\n"
+    lines = [first, " " * item_column + "arguments:\n"]
+    for key, value in arguments.items():
+        lines.append(" " * (item_column + 2) + f"{key}: {_render_scalar(value)}\n")
+    return lines
+
+
+def _item_lines(lines: list[str], item: yaml.Node) -> tuple[int, int, int, int]:
+    """(first line, last line inclusive, dash column, item column) of a block list item."""
+    start_line = item.start_mark.line
+    item_column = item.start_mark.column
+    dash_column = lines[start_line].rfind("-", 0, item_column)
+    if dash_column < 0:
+        raise VolcanoConfError("unexpected layout of a plugin entry (no '-' before it)")
+    last_line = _last_content_line(item)
+    return start_line, last_line, dash_column, item_column
+
+
+def _last_content_line(node: yaml.Node) -> int:
+    """Last line holding a character of ``node`` (scalar end marks are exact, collection ones are not)."""
+    if isinstance(node, yaml.ScalarNode) or getattr(node, "flow_style", False):
+        end = node.end_mark
+        return end.line if end.column > 0 else end.line - 1
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            children.extend((key_node, value_node))
+    elif isinstance(node, yaml.SequenceNode):
+        children.extend(node.value)
+    if not children:
+        return node.start_mark.line
+    return max(_last_content_line(child) for child in children)
+
+
+def _block_layout(plugins: yaml.SequenceNode) -> bool:
+    return not plugins.flow_style and all(
+        isinstance(item, yaml.MappingNode) and not item.flow_style for item in plugins.value
+    )
+
+
+def _redump(conf: str, find: dict[str, Any], arguments: dict[str, Any]) -> str:
+    data = yaml.safe_load(conf)
+    tiers = data["tiers"]
+    if find["found"]:
+        del tiers[find["tier"]]["plugins"][find["index"]]
+    tiers[find["target_tier"]].setdefault("plugins", []).append({"name": "extender", "arguments": dict(arguments)})
+    return str(yaml.safe_dump(data, default_flow_style=False, sort_keys=False))
+
+
+def _check_foreign(find: dict[str, Any], ours_prefix: str, replace_foreign: bool) -> None:
+    if find["found"] and not find["url_prefix"].startswith(ours_prefix) and not replace_foreign:
+        raise VolcanoConfError(
+            f"volcano-scheduler.conf already has another extender (extender.urlPrefix={find['url_prefix']!r}); "
+            "Volcano allows only one. Remove it, or set volcano_extender_replace_existing: true to replace it"
+        )
+
+
+def _edit_lines(
+    lines: list[str],
+    find: dict[str, Any],
+    target: yaml.SequenceNode,
+    old: yaml.SequenceNode | None,
+    arguments: dict[str, Any],
+) -> None:
+    """Replace the entry in place, or insert after the target tier's last plugin (and drop the old one)."""
+    if old is not None and find["tier"] == find["target_tier"]:
+        first, last, dash, column = _item_lines(lines, target.value[find["index"]])
+        lines[first : last + 1] = render_entry(arguments, dash, column)
+        return
+    _, anchor_last, dash, column = _item_lines(lines, target.value[-1])
+    edits: list[tuple[int, int, list[str]]] = [
+        (anchor_last + 1, anchor_last + 1, render_entry(arguments, dash, column))
+    ]
+    if old is not None:
+        if len(old.value) == 1:
+            raise VolcanoConfError(
+                f"the extender is the only plugin of tier {find['tier']}; move it to tier {find['target_tier']} by hand"
+            )
+        first, last, _, _ = _item_lines(lines, old.value[find["index"]])
+        edits.append((first, last + 1, []))
+    # Edit from the bottom up so earlier line numbers stay valid.
+    for start, stop, replacement in sorted(edits, key=lambda e: e[0], reverse=True):
+        lines[start:stop] = replacement
+
+
+def set_extender(conf: str, arguments: dict[str, Any], ours_prefix: str, replace_foreign: bool = False) -> str:
+    """Return ``conf`` with exactly one ``extender`` entry carrying ``arguments`` in the target tier.
+
+    An existing entry whose ``extender.urlPrefix`` does not start with ``ours_prefix`` is
+    foreign: raise unless ``replace_foreign``. Unchanged input is returned as the same object.
+    """
+    if not isinstance(conf, str):
+        raise VolcanoConfError(f"volcano-scheduler.conf must be text, got {type(conf).__name__}")
+    conf, arguments, ours_prefix = _plain(conf), _plain(arguments), _plain(ours_prefix)
+    find = find_extender(conf)
+    _check_foreign(find, ours_prefix, replace_foreign)
+    if find["found"] and find["tier"] == find["target_tier"] and find["arguments"] == dict(arguments):
+        return conf
+    tiers = _tiers(_compose(conf))
+    target = _plugins(tiers[find["target_tier"]])
+    old = _plugins(tiers[find["tier"]]) if find["found"] else None
+    if target is None or not target.value or not _block_layout(target) or (old is not None and not _block_layout(old)):
+        return _redump(conf, find, arguments)
+    had_newline = conf.endswith("\n")
+    lines = (conf if had_newline else conf + "\n").splitlines(keepends=True)
+    _edit_lines(lines, find, target, old, arguments)
+    result = "".join(lines)
+    if not had_newline:
+        result = result[:-1]
+    # Safety net: the edit must parse and carry exactly our arguments in the target tier.
+    check = find_extender(result)
+    if check["arguments"] != dict(arguments) or check["tier"] != check["target_tier"]:
+        raise VolcanoConfError("internal error: the edited volcano-scheduler.conf lost the extender entry")
+    return result
+
+
+def _wrap(func: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except VolcanoConfError as exc:
+            raise AnsibleFilterError(str(exc)) from exc
+
+    return wrapper
+
+
+class FilterModule:
+    """volcano_extender_find / volcano_extender_set."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "volcano_extender_find": _wrap(find_extender),
+            "volcano_extender_set": _wrap(set_extender),
+        }

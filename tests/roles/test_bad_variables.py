@@ -1,0 +1,89 @@
+"""Bad role inputs are rejected before anything changes, with a message naming the variable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.roles.helpers import BIN, run
+
+INVENTORY = """\
+all:
+  hosts:
+    localhost:
+      ansible_connection: local
+      ansible_python_interpreter: "{{ ansible_playbook_python }}"
+  children:
+    mco_control: {hosts: {localhost: {}}}
+    mco_nodes: {hosts: {localhost: {}}}
+"""
+
+CASES = [
+    ("kata.yml", {"mco_kata_enabled": True, "kata_runtime_method": "bogus"}, "kata_runtime_method must be one of"),
+    (
+        "kata.yml",
+        {"mco_kata_enabled": True, "kata_runtime_artifact_url": "http://127.0.0.1:9/kata-static-3.20.0-amd64.tar.xz"},
+        "kata_runtime_artifact_sha256 as 64 hex digits (got '')",
+    ),
+    (
+        "kata.yml",
+        {
+            "mco_kata_enabled": True,
+            "kata_runtime_artifact_src": "/tmp/kata.tar.gz",
+            "kata_runtime_artifact_sha256": "0" * 64,
+        },
+        "naming a .tar.xz or .tar.zst file",
+    ),
+    ("kata.yml", {"mco_kata_enabled": True, "kata_runtime_containerd_wait": "soon"}, "kata_runtime_containerd_wait"),
+    ("kata.yml", {"mco_kata_enabled": True, "kata_runtime_method": "kata-deploy"}, "set kata_runtime_kubeconfig"),
+    (
+        "kata.yml",
+        {
+            "mco_kata_enabled": True,
+            "kata_runtime_method": "kata-deploy",
+            "mco_kubeconfig": "KUBECONFIG",
+            "mco_kvm_label_node": False,
+            "kata_runtime_shims": ["zzz"],
+        },
+        "each with an entry in kata_runtime_overhead",
+    ),
+    ("kvm.yml", {"kvm_check_required": "maybe"}, "kvm_check_required"),
+    ("kvm.yml", {"kvm_check_label_node": True}, "kvm_check_label_node=True needs kvm_check_kubeconfig"),
+    ("volcano.yml", {"volcano_version": "v1.8.0", "mco_kubeconfig": "/k"}, "volcano_version=v1.8.0 is not supported"),
+    (
+        "volcano.yml",
+        {"mco_volcano_enabled": True, "mco_kubeconfig": "/nonexistent/kubeconfig"},
+        "is not a file on the controller",
+    ),
+    (
+        "kvm.yml",
+        {"mco_kubeconfig": "/nonexistent/kubeconfig"},
+        "kvm_check_kubeconfig=/nonexistent/kubeconfig is not a file",
+    ),
+    ("volcano.yml", {"volcano_extender_port": "http"}, "volcano_extender_port"),
+    ("volcano.yml", {"mco_volcano_enabled": True}, "set volcano_kubeconfig (mco_kubeconfig)"),
+    (
+        "volcano.yml",
+        {"mco_volcano_enabled": True, "mco_kubeconfig": "KUBECONFIG", "volcano_version": "v1.10.0"},
+        "the role knows no checksum for volcano_version=v1.10.0",
+    ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("playbook", "extra", "message"), CASES)
+def test_bad_input_is_rejected_naming_the_variable(
+    tmp_path: Path, playbook: str, extra: dict[str, object], message: str
+) -> None:
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(INVENTORY)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    extra = {k: (str(kubeconfig) if v == "KUBECONFIG" else v) for k, v in extra.items()}
+    proc = run([str(BIN / "ansible-playbook"), "-i", str(inventory), f"playbooks/{playbook}", "-e", json.dumps(extra)])
+    output = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, output[-2000:]
+    assert message in output, output[-3000:]
+    assert "changed=0" in output or "PLAY RECAP" not in output

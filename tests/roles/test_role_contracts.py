@@ -1,0 +1,38 @@
+"""defaults/main.yml, meta/argument_specs.yml and docs/roles/<role>.md agree for the platform roles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.roles.helpers import REPO
+
+ROLES = ["kvm_check", "kata_runtime", "volcano"]
+
+
+def _load(role: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+    specs = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    return defaults, specs["argument_specs"]["main"]["options"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_defaults_and_argument_specs_agree(role: str) -> None:
+    defaults, options = _load(role)
+    assert set(defaults) == set(options)
+    for name, spec in options.items():
+        assert name.startswith(role + "_"), name
+        assert spec.get("description"), f"{name} has no description"
+        assert spec.get("default") == defaults[name], (
+            f"{name}: spec default {spec.get('default')!r} != {defaults[name]!r}"
+        )
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_variable_is_documented(role: str) -> None:
+    defaults, _ = _load(role)
+    doc = (REPO / "docs" / "roles" / f"{role}.md").read_text()
+    missing = [name for name in defaults if f"`{name}`" not in doc]
+    assert missing == []
