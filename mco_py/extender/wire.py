@@ -17,7 +17,7 @@ Two decoders produce the same plain data:
 - :class:`StdlibDecoder`: the standard-library ``json`` module plus the same
   case-insensitive walk, kept for comparison (``--decoder stdlib``).
 
-See ``docs/extender.md`` and ``/work/shared/reference/volcano-extender.md``.
+See ``docs/extender.md`` and the project's shared reference ``volcano-extender.md``.
 """
 
 from __future__ import annotations

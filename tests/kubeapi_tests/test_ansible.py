@@ -20,7 +20,7 @@ from kubernetes import client, config, dynamic
 from tests.kubeapi import EmulatedAPI, start
 from tests.kubeapi_tests.conftest import CRD_PATH, ROOT
 
-FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 VOLCANO = {v: FIXTURES / "volcano" / v / "volcano-development.yaml" for v in ("v1.9.0", "v1.12.4")}
 KATA = FIXTURES / "kata-deploy" / "3.20.0"
 KATA_FILES = [
@@ -33,7 +33,7 @@ PLAYBOOK = Path(__file__).parent / "playbooks" / "apply_manifests.yml"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        not all(p.exists() for p in [*VOLCANO.values(), *KATA_FILES]), reason="fixtures under /work/shared missing"
+        not all(p.exists() for p in [*VOLCANO.values(), *KATA_FILES]), reason="fixtures under ../shared missing"
     ),
     pytest.mark.skipif(
         not (ROOT / "collections" / "ansible_collections" / "kubernetes" / "core").is_dir(),

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from tests.roles.helpers import load_module
 
 conf_mod = load_module("roles/volcano/filter_plugins/volcano_conf.py", "volcano_conf")
-FIXTURES = Path(os.environ.get("MCO_SHARED_FIXTURES", "/work/shared/fixtures")) / "volcano"
+FIXTURES = (
+    Path(os.environ.get("MCO_SHARED_FIXTURES", Path(__file__).resolve().parents[3] / "shared" / "fixtures")) / "volcano"
+)
 VERSIONS = ["v1.9.0", "v1.12.4"]
 PREFIX = "http://mco-scheduler-extender.mco-system.svc:9879/volcano/"
 
