@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from mco_py.analysis.status import fast_status
+from mco_py.analysis.status import StatusCache
 from mco_py.model import Level, NodeAssessment, Report
 
 #: etcd's default request size limit.
@@ -55,14 +55,24 @@ class Fitted:
     """``report_to_status(report)``, already built while measuring (stores reuse it); None if not built."""
 
 
-def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
-    """``report`` unchanged when its status fits ``budget`` bytes, else with detail stripped."""
-    status = fast_status(report)
-    size = encoded_size(status)
+def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: StatusCache | None = None) -> Fitted:
+    """``report`` unchanged when its status fits ``budget`` bytes, else with detail stripped.
+
+    With ``cache`` the entries of unchanged assessments, their sizes and their stripped
+    forms are reused from earlier calls (same result as without).
+    """
+    cache = StatusCache() if cache is None else cache
+    status = cache.build(report)
+    records = cache.last
+    for rec in records:
+        if rec.size < 0:
+            rec.size = encoded_size(rec.entry)
+    # compact JSON: the entries joined by commas inside "nodes":[...]
+    size = encoded_size({**status, "nodes": []}) + sum(rec.size for rec in records) + max(0, len(records) - 1)
     if size <= budget:
         return Fitted(report, size, status=status)
     nodes = list(report.nodes)
-    entries: list[dict[str, Any]] = status["nodes"]
+    entries: list[dict[str, Any]] = list(status["nodes"])
     order = sorted(
         range(len(nodes)),
         key=lambda i: (_STRIP_ORDER.index(nodes[i].level), nodes[i].score, nodes[i].name),
@@ -72,20 +82,13 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
     for i in order:
         if size + margin <= budget:
             break
-        entry = entries[i]
-        signals = entry.get("signals")
-        reasons = entry.get("reasons")
-        if not signals and not reasons:
+        rec = records[i]
+        if rec.detail < 0:
+            rec.detail, rec.bare = _strip(rec.item, rec.entry)
+        if rec.bare is None:
             continue
-        # the entry shrinks by `"signals":{...},` and the content of `"reasons":[...]`
-        if signals is not None:
-            size -= len('"signals":,') + encoded_size(signals)
-            del entry["signals"]
-        if reasons:
-            size -= encoded_size(reasons) - len("[]")
-            entry["reasons"] = []
-        item = nodes[i]
-        nodes[i] = NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ())
+        size -= rec.detail
+        nodes[i], entries[i] = rec.bare
         stripped += 1
     dropped: list[str] = []
     if size + margin > budget:
@@ -104,3 +107,21 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
         summary[item.level.value.lower()] += 1
     status = {**status, "summary": summary, "nodes": entries}
     return Fitted(fitted, size + len(str(stripped)), tuple(dropped), status=status)
+
+
+def _strip(item: NodeAssessment, entry: dict[str, Any]) -> tuple[int, tuple[NodeAssessment, dict[str, Any]] | None]:
+    """Bytes saved by dropping the entry's detail, and the assessment and entry without it (None: no detail)."""
+    signals = entry.get("signals")
+    reasons = entry.get("reasons")
+    if not signals and not reasons:
+        return 0, None
+    # the entry shrinks by `"signals":{...},` and the content of `"reasons":[...]`
+    saved = 0
+    bare = dict(entry)
+    if signals is not None:
+        saved += len('"signals":,') + encoded_size(signals)
+        del bare["signals"]
+    if reasons:
+        saved += encoded_size(reasons) - len("[]")
+        bare["reasons"] = []
+    return saved, (NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ()), bare)

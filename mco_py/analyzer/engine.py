@@ -15,7 +15,7 @@ from mco_py.analysis.report_size import Fitted, fit_report
 from mco_py.analysis.rules import DetectionRules
 from mco_py.analysis.samples import InvalidSample, check_sample
 from mco_py.analysis.scoring import LevelChange, Scorer
-from mco_py.analysis.status import fast_status
+from mco_py.analysis.status import StatusCache
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.model import Sample
 
@@ -68,6 +68,8 @@ class Engine:
         self.max_age = max_age_seconds
         self.status_budget = status_budget
         self.max_nodes = max_nodes
+        self._status = StatusCache()
+        """Report entries of unchanged nodes; used only by :meth:`build_report` (one report thread)."""
         metrics.rules.info({"version": rules.version})
 
     @property
@@ -145,9 +147,9 @@ class Engine:
             for name in forgotten:
                 self._last_time.pop(name, None)
         if self.status_budget:
-            fitted = fit_report(report, self.status_budget)
+            fitted = fit_report(report, self.status_budget, cache=self._status)
         else:
-            fitted = Fitted(report, 0, status=fast_status(report))
+            fitted = Fitted(report, 0, status=self._status.build(report))
         self.metrics.generation.observe(time.perf_counter() - started)
         self.metrics.publish_nodes(report.nodes, forgotten)
         self.metrics.detail_dropped.set(fitted.report.detail_dropped)
