@@ -223,13 +223,18 @@ class Scorer:
         self._rules = rules
         smoothing_changed = old.smoothing != rules.smoothing
         history_len = self._history_len()
+        self.drop_kept_assessments()  # reasons quote the rules
         for node in self._nodes.values():
-            node.assessment = None  # reasons quote the rules
             if smoothing_changed:
                 node.ewma.clear()
                 node.windows.clear()
             if node.history.maxlen != history_len:
                 node.history = deque(node.history, maxlen=history_len)
+
+    def drop_kept_assessments(self) -> None:
+        """Forget the assessments kept for unchanged nodes: the next :meth:`assess` builds every one anew."""
+        for node in self._nodes.values():
+            node.assessment = None
 
     def _history_len(self) -> int:
         return max(self._rules.hysteresis.raise_after, self._rules.hysteresis.lower_after)
