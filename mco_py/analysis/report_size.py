@@ -18,8 +18,8 @@ from typing import Any
 
 import msgspec
 
-from mco_py.analysis.status import StatusCache
-from mco_py.model import Level, NodeAssessment, Report
+from mco_py.analysis.status import StatusCache, envelope
+from mco_py.model import Level, Report
 
 #: etcd's default request size limit.
 ETCD_REQUEST_LIMIT = 1_572_864
@@ -60,68 +60,62 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
 
     With ``cache`` the entries of unchanged assessments, their sizes and their stripped
     forms are reused from earlier calls (same result as without).
+
+    Equivalent to stripping in sacrifice order until the size fits, but computed from the
+    other end: start from every entry stripped and give the detail back to the most
+    important nodes while it fits, so the signals of nodes whose detail is dropped anyway
+    are never formatted.
     """
     cache = StatusCache() if cache is None else cache
-    status = cache.build(report)
-    records = cache.last
-    for rec in records:
-        if rec.size < 0:
-            rec.size = encoded_size(rec.entry)
-    # compact JSON: the entries joined by commas inside "nodes":[...]
-    size = encoded_size({**status, "nodes": []}) + sum(rec.size for rec in records) + max(0, len(records) - 1)
-    if size <= budget:
-        return Fitted(report, size, status=status)
+    records = cache.records(report)
+    head = envelope(report)
+    margin = 32  # the summary grows by a few digits at most
+    # size with every detail stripped (compact JSON: bare entries joined by commas)
+    size = encoded_size({**head, "nodes": [rec.bare[1] for rec in records]})
     nodes = list(report.nodes)
-    entries: list[dict[str, Any]] = list(status["nodes"])
     order = sorted(
         range(len(nodes)),
         key=lambda i: (_STRIP_ORDER.index(nodes[i].level), nodes[i].score, nodes[i].name),
     )
-    stripped = 0
-    margin = 32  # the summary grows by a few digits at most
-    for i in order:
-        if size + margin <= budget:
+    keep = [not rec.has_detail for rec in records]
+    pending = 0  # detail bytes of the records not kept
+    with_detail = [i for i in reversed(order) if records[i].has_detail]
+    for k, i in enumerate(with_detail):
+        detail = records[i].detail(encoded_size)
+        if size + detail + margin > budget:
+            if size + detail <= budget:  # the whole may still fit without the margin
+                pending = detail + sum(records[j].detail(encoded_size) for j in with_detail[k + 1 :])
+            else:
+                pending = -1
             break
-        rec = records[i]
-        if rec.detail < 0:
-            rec.detail, rec.bare = _strip(rec.item, rec.entry)
-        if rec.bare is None:
-            continue
-        size -= rec.detail
-        nodes[i], entries[i] = rec.bare
-        stripped += 1
+        size += detail
+        keep[i] = True
+    full = size + pending if pending >= 0 else -1
+    if 0 <= full <= budget:
+        return Fitted(report, full, status={**head, "nodes": [rec.entry for rec in records]})
+    entries: list[dict[str, Any]] = []
+    stripped = 0
+    for i, rec in enumerate(records):
+        if keep[i]:
+            entries.append(rec.entry)
+        else:
+            nodes[i], bare = rec.bare
+            entries.append(bare)
+            stripped += 1
     dropped: list[str] = []
     if size + margin > budget:
-        keep = [True] * len(nodes)
+        kept = [True] * len(nodes)
         for i in order:
             if size + margin <= budget:
                 break
-            keep[i] = False
+            kept[i] = False
             size -= encoded_size(entries[i]) + 1
             dropped.append(nodes[i].name)
-        nodes = [n for n, k in zip(nodes, keep, strict=True) if k]
-        entries = [e for e, k in zip(entries, keep, strict=True) if k]
+        nodes = [n for n, k in zip(nodes, kept, strict=True) if k]
+        entries = [e for e, k in zip(entries, kept, strict=True) if k]
     fitted = dataclasses.replace(report, nodes=tuple(nodes), detail_dropped=stripped)
     summary = {"nodes": len(nodes), "detailDropped": stripped} | {level.value.lower(): 0 for level in Level}
     for item in nodes:
         summary[item.level.value.lower()] += 1
-    status = {**status, "summary": summary, "nodes": entries}
+    status = {**head, "summary": summary, "nodes": entries}
     return Fitted(fitted, size + len(str(stripped)), tuple(dropped), status=status)
-
-
-def _strip(item: NodeAssessment, entry: dict[str, Any]) -> tuple[int, tuple[NodeAssessment, dict[str, Any]] | None]:
-    """Bytes saved by dropping the entry's detail, and the assessment and entry without it (None: no detail)."""
-    signals = entry.get("signals")
-    reasons = entry.get("reasons")
-    if not signals and not reasons:
-        return 0, None
-    # the entry shrinks by `"signals":{...},` and the content of `"reasons":[...]`
-    saved = 0
-    bare = dict(entry)
-    if signals is not None:
-        saved += len('"signals":,') + encoded_size(signals)
-        del bare["signals"]
-    if reasons:
-        saved += encoded_size(reasons) - len("[]")
-        bare["reasons"] = []
-    return saved, (NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ()), bare)

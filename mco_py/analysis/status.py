@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,20 +55,72 @@ def _entry(item: NodeAssessment) -> dict[str, Any]:
 
 
 class Cached:
-    """One node's entry as built from ``item``, plus what the size fitting learnt about it."""
+    """One node's entry built from ``item`` on demand, plus its stripped form and sizes (for the size fitting)."""
 
-    __slots__ = ("bare", "detail", "entry", "item", "size")
+    __slots__ = ("_bare", "_detail", "_entry", "has_detail", "item")
 
-    def __init__(self, item: NodeAssessment, entry: dict[str, Any]) -> None:
+    def __init__(self, item: NodeAssessment) -> None:
         self.item = item
-        self.entry = entry
-        """Shared between reports: never mutate it (copy first)."""
-        self.size = -1
-        """Encoded bytes of ``entry``; -1 until measured."""
-        self.detail = -1
-        """Bytes saved by stripping the detail; -1 until measured."""
-        self.bare: tuple[NodeAssessment, dict[str, Any]] | None = None
-        """The assessment and entry without detail, once built."""
+        self._entry: dict[str, Any] | None = None
+        self._bare: tuple[NodeAssessment, dict[str, Any]] | None = None
+        self._detail = -1
+        self.has_detail = bool(item.reasons) or any(math.isfinite(v) for v in item.signals.values())
+        """True when the entry has signals or reasons to strip."""
+
+    @property
+    def entry(self) -> dict[str, Any]:
+        """The full entry; shared between reports: never mutate it (copy first)."""
+        if self._entry is None:
+            self._entry = _entry(self.item)
+        return self._entry
+
+    @property
+    def bare(self) -> tuple[NodeAssessment, dict[str, Any]]:
+        """The assessment and entry without signals and reasons (the full ones when there is no detail)."""
+        if self._bare is None:
+            item = self.item
+            if not self.has_detail:
+                self._bare = (item, self.entry)
+            else:
+                entry: dict[str, Any] = {
+                    "name": item.name,
+                    "level": _LEVEL_TEXT[item.level],
+                    "score": round(item.score, 2),
+                }
+                if item.last_sample_time is not None:
+                    entry["lastSampleTime"] = fast_format_time(item.last_sample_time)
+                entry["reasons"] = []
+                self._bare = (NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ()), entry)
+        return self._bare
+
+    def detail(self, encoded_size: Callable[[object], int]) -> int:
+        """Encoded bytes the detail adds to the entry (0 without detail)."""
+        if self._detail < 0:
+            saved = 0
+            if self.has_detail:
+                entry = self.entry
+                signals = entry.get("signals")
+                if signals is not None:  # `"signals":{...},` (never the last key)
+                    saved += len('"signals":,') + encoded_size(signals)
+                if entry["reasons"]:  # the content of `"reasons":[...]`
+                    saved += encoded_size(entry["reasons"]) - len("[]")
+            self._detail = saved
+        return self._detail
+
+
+def envelope(report: Report) -> dict[str, Any]:
+    """The status document without its ``nodes``."""
+    summary = {"nodes": len(report.nodes), "detailDropped": report.detail_dropped}
+    for key in _LEVEL_KEY.values():
+        summary[key] = 0
+    level_key = _LEVEL_KEY
+    for item in report.nodes:
+        summary[level_key[item.level]] += 1
+    return {
+        "lastUpdateTime": fast_format_time(report.last_update_time),
+        "analyzer": {"identity": report.analyzer_identity, "rulesVersion": report.rules_version},
+        "summary": summary,
+    }
 
 
 class StatusCache:
@@ -80,38 +133,31 @@ class StatusCache:
 
     def __init__(self) -> None:
         self._by_name: dict[str, Cached] = {}
-        self.last: list[Cached] = []
-        """Records of the last :meth:`build`, in the order of its ``report.nodes``."""
         self.rebuilt = 0
-        """Entries built (not reused) by the last :meth:`build`."""
+        """Records made anew (not reused) by the last call."""
 
-    def build(self, report: Report) -> dict[str, Any]:
-        """``report_to_status(report)``; the entries may be shared with earlier results."""
-        summary = {"nodes": len(report.nodes), "detailDropped": report.detail_dropped}
-        for key in _LEVEL_KEY.values():
-            summary[key] = 0
-        level_key = _LEVEL_KEY
+    def records(self, report: Report) -> list[Cached]:
+        """One record per ``report.nodes`` item, in order; entries are built only when asked for."""
         old = self._by_name
         by_name: dict[str, Cached] = {}
         records: list[Cached] = []
         rebuilt = 0
         for item in report.nodes:
-            summary[level_key[item.level]] += 1
             rec = old.get(item.name)
             if rec is None or rec.item is not item:
-                rec = Cached(item, _entry(item))
+                rec = Cached(item)
                 rebuilt += 1
             by_name[item.name] = rec
             records.append(rec)
         self._by_name = by_name
-        self.last = records
         self.rebuilt = rebuilt
-        return {
-            "lastUpdateTime": fast_format_time(report.last_update_time),
-            "analyzer": {"identity": report.analyzer_identity, "rulesVersion": report.rules_version},
-            "summary": summary,
-            "nodes": [rec.entry for rec in records],
-        }
+        return records
+
+    def build(self, report: Report) -> dict[str, Any]:
+        """``report_to_status(report)``; the entries may be shared with earlier and later results."""
+        status = envelope(report)
+        status["nodes"] = [rec.entry for rec in self.records(report)]
+        return status
 
 
 def fast_status(report: Report) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mco_py.analysis.report_size import fit_report
+from mco_py.analysis.report_size import encoded_size, fit_report
 from mco_py.analysis.rules import DetectionRules, Hysteresis, Staleness, default_rules
 from mco_py.analysis.scoring import Scorer
 from mco_py.analysis.status import StatusCache, fast_format_time, fast_status
@@ -21,6 +21,7 @@ from mco_py.model import (
     Report,
     Sample,
     SignalReading,
+    assessment_to_dict,
     format_time,
     report_to_status,
 )
@@ -77,7 +78,8 @@ operations = st.lists(
         ),
         st.tuples(st.just("wait"), st.sampled_from([0.5, 20.0, 70.0, 700.0])),  # fresh, stale, forgotten
         st.tuples(st.just("rules"), st.sampled_from(["default", "strict"])),
-        st.tuples(st.just("report"), st.sampled_from([None, 400, 900, 3000, 100_000])),  # budget
+        st.tuples(st.just("report"), st.sampled_from([None, 400, 900, 3000, 100_000])),  # budget in bytes
+        st.tuples(st.just("report"), st.integers(-400, 40).map(str)),  # budget relative to the full size
     ),
     max_size=40,
 )
@@ -92,6 +94,44 @@ def _strict_rules() -> DetectionRules:
         hysteresis=Hysteresis(raise_after=1, lower_after=2),
         staleness=Staleness(stale_after_seconds=60.0, forget_after_seconds=600.0),
     )
+
+
+def _reference_fit(report: Report, budget: int) -> tuple[Report, int, list[str], dict[str, Any]]:
+    """The size fitting done the plain way: strip in sacrifice order from the full status until it fits."""
+    status = report_to_status(report)
+    size = encoded_size(status)
+    if size <= budget:
+        return report, size, [], status
+    order = sorted(
+        range(len(report.nodes)),
+        key=lambda i: (
+            [Level.NONE, Level.LOW, Level.UNKNOWN, Level.MEDIUM, Level.HIGH].index(report.nodes[i].level),
+            report.nodes[i].score,
+            report.nodes[i].name,
+        ),
+    )
+    nodes, entries = list(report.nodes), status["nodes"]
+    stripped = 0
+    for i in order:
+        if size + 32 <= budget:
+            break
+        if not entries[i].get("signals") and not entries[i]["reasons"]:
+            continue
+        size -= encoded_size(entries[i])
+        nodes[i] = dataclasses.replace(nodes[i], signals={}, reasons=())
+        entries[i] = assessment_to_dict(nodes[i])
+        size += encoded_size(entries[i])
+        stripped += 1
+    dropped: list[str] = []
+    for i in order:
+        if size + 32 <= budget:
+            break
+        size -= encoded_size(entries[i]) + 1
+        dropped.append(nodes[i].name)
+    fitted = dataclasses.replace(
+        report, nodes=tuple(n for n in nodes if n.name not in dropped), detail_dropped=stripped
+    )
+    return fitted, size + len(str(stripped)), dropped, report_to_status(fitted)
 
 
 def _dump(status: object) -> str:
@@ -127,21 +167,22 @@ def test_cached_build_equals_from_scratch(ops: list[tuple[Any, ...]]) -> None:
             for scorer in (cached, scratch):
                 scorer.set_rules(rule_sets[op[1]])
         else:
-            budget = op[1]
+            budget: int | str | None = op[1]
             scratch.drop_kept_assessments()  # a build from scratch
             report, gone = cached.report(now, identity="a")
             reference_report, reference_gone = scratch.report(now, identity="a")
             assert gone == reference_gone
             assert report == reference_report
+            if isinstance(budget, str):  # the edges: around the full size and the 32-byte margin
+                budget = encoded_size(report_to_status(reference_report)) + int(budget)
             if budget is None:
                 assert _dump(cache.build(report)) == _dump(report_to_status(reference_report))
             else:
-                fitted, reference = fit_report(report, budget, cache=cache), fit_report(reference_report, budget)
-                assert _dump(fitted.status) == _dump(reference.status)
-                assert fitted.report == reference.report
-                assert (fitted.size, fitted.nodes_dropped) == (reference.size, reference.nodes_dropped)
-                assert fitted.status is not None
-                assert _dump(fitted.status) == _dump(report_to_status(fitted.report))
+                fitted = fit_report(report, budget, cache=cache)
+                ref_report, ref_size, ref_dropped, ref_status = _reference_fit(reference_report, budget)
+                assert fitted.report == ref_report
+                assert _dump(fitted.status) == _dump(ref_status)
+                assert (fitted.size, list(fitted.nodes_dropped)) == (ref_size, ref_dropped)
 
 
 def test_cache_reuses_unchanged_entries_and_rebuilds_changed_ones() -> None:
