@@ -27,6 +27,7 @@ ETCD_REQUEST_LIMIT = 1_572_864
 DEFAULT_STATUS_BUDGET = 1_400_000
 
 _STRIP_ORDER = (Level.NONE, Level.LOW, Level.UNKNOWN, Level.MEDIUM, Level.HIGH)
+_STRIP_RANK = {level: i for i, level in enumerate(_STRIP_ORDER)}
 
 
 _NON_ASCII = bytes(range(128, 256))
@@ -73,10 +74,8 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
     # size with every detail stripped (compact JSON: bare entries joined by commas)
     size = encoded_size({**head, "nodes": [rec.bare[1] for rec in records]})
     nodes = list(report.nodes)
-    order = sorted(
-        range(len(nodes)),
-        key=lambda i: (_STRIP_ORDER.index(nodes[i].level), nodes[i].score, nodes[i].name),
-    )
+    rank = _STRIP_RANK
+    order = sorted(range(len(nodes)), key=lambda i: (rank[nodes[i].level], nodes[i].score, nodes[i].name))
     keep = [not rec.has_detail for rec in records]
     pending = 0  # detail bytes of the records not kept
     with_detail = [i for i in reversed(order) if records[i].has_detail]
