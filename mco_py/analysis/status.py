@@ -57,15 +57,22 @@ def _entry(item: NodeAssessment) -> dict[str, Any]:
 class Cached:
     """One node's entry built from ``item`` on demand, plus its stripped form and sizes (for the size fitting)."""
 
-    __slots__ = ("_bare", "_detail", "_entry", "has_detail", "item")
+    __slots__ = ("_bare", "_detail", "_entry", "_has_detail", "item")
 
     def __init__(self, item: NodeAssessment) -> None:
         self.item = item
         self._entry: dict[str, Any] | None = None
         self._bare: tuple[NodeAssessment, dict[str, Any]] | None = None
         self._detail = -1
-        self.has_detail = bool(item.reasons) or any(math.isfinite(v) for v in item.signals.values())
+        self._has_detail: bool | None = None
+
+    @property
+    def has_detail(self) -> bool:
         """True when the entry has signals or reasons to strip."""
+        if self._has_detail is None:
+            item = self.item
+            self._has_detail = bool(item.reasons) or any(math.isfinite(v) for v in item.signals.values())
+        return self._has_detail
 
     @property
     def entry(self) -> dict[str, Any]:
