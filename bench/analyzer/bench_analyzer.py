@@ -155,22 +155,35 @@ def populated(nodes: int, *, budget: int | None, registry: CollectorRegistry | N
     return engine
 
 
-def bench_report(nodes: int, repeats: int = 5) -> dict[str, float]:
-    """Build (assess + size fit, as timed by the generation histogram), metrics publish and serialize."""
+def bench_report(nodes: int, repeats: int = 5, *, fresh: bool = False) -> dict[str, float]:
+    """Build (assess + size fit, as timed by the generation histogram), metrics publish and serialize.
+
+    ``fresh``: every node gets a new sample before each build (no cached entry can be reused),
+    else the nodes are unchanged between builds (every entry comes from the cache after the first).
+    """
     out: dict[str, float] = {"nodes": nodes}
+    from mco_py.analyzer.engine import Outcome
+
     for label, budget in (("standalone", None), ("cluster", DEFAULT_STATUS_BUDGET)):
         registry = CollectorRegistry()
         engine = populated(nodes, budget=budget, registry=registry)
-        build, total, ser, client_ms = [], [], [], []
+        engine.build_report()  # warm: the first build after start-up fills the caches
+        build, total, ser, client_ms, cpu = [], [], [], [], []
         api_client = kube_client.ApiClient()
         size = 0
-        for _ in range(repeats):
+        rng = random.Random(5)
+        for k in range(repeats):
+            if fresh:
+                t = time.time() + 1 + k * 0.001
+                engine.accept([realistic(i, t, rng) for i in range(nodes)], Outcome())
             before = registry.get_sample_value("mco_analyzer_report_generation_duration_seconds_sum") or 0.0
+            p0 = time.process_time()
             a = time.perf_counter()
             fitted = engine.build_report()
             b = time.perf_counter()
             data = msgspec.json.encode(report_document(fitted.report, status=fitted.status))
             c = time.perf_counter()
+            cpu.append(time.process_time() - p0)
             if label == "cluster":
                 body = {"metadata": {"name": "cluster"}, "status": fitted.status}
                 json.dumps(api_client.sanitize_for_serialization(body))
@@ -184,6 +197,7 @@ def bench_report(nodes: int, repeats: int = 5) -> dict[str, float]:
         out[f"{label}_with_metrics_ms"] = 1000 * sorted(total)[len(total) // 2]
         out[f"{label}_serialize_ms"] = 1000 * sorted(ser)[len(ser) // 2]
         out[f"{label}_bytes"] = size
+        out[f"{label}_cpu_ms"] = 1000 * sorted(cpu)[len(cpu) // 2]
         if client_ms:
             out["cluster_client_encode_ms"] = 1000 * sorted(client_ms)[len(client_ms) // 2]
         out[f"{label}_detail_dropped"] = fitted.report.detail_dropped
@@ -226,11 +240,31 @@ def bench_size(counts: list[int]) -> list[dict[str, float]]:
     return rows
 
 
+def report_figures(counts: list[int]) -> None:
+    for fresh in (False, True):
+        what = "every node has a new sample before each build" if fresh else "no new samples between builds"
+        print(f"\n== report build (assess + fit) and serialize (median of 5; {what}) ==")
+        for nodes in counts:
+            r = bench_report(nodes, fresh=fresh)
+            print(
+                f"{nodes:>6} nodes: standalone build {r['standalone_build_ms']:.0f} ms (+metrics "
+                f"{r['standalone_with_metrics_ms'] - r['standalone_build_ms']:.0f} ms) + serialize "
+                f"{r['standalone_serialize_ms']:.0f} ms ({r['standalone_bytes'] / 1e6:.2f} MB), CPU "
+                f"{r['standalone_cpu_ms']:.0f} ms; cluster build {r['cluster_build_ms']:.0f} ms "
+                f"(+metrics {r['cluster_with_metrics_ms'] - r['cluster_build_ms']:.0f} ms)"
+                f" + serialize {r['cluster_serialize_ms']:.0f} ms, CPU {r['cluster_cpu_ms']:.0f} ms "
+                f"({r['cluster_bytes'] / 1e6:.2f} MB, detail dropped {r['cluster_detail_dropped']:.0f}, "
+                f"nodes dropped {r['cluster_nodes_dropped']:.0f}); kubernetes client body encoding "
+                f"{r['cluster_client_encode_ms']:.0f} ms (writer thread)"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller runs")
     parser.add_argument("--streams", type=int, default=4)
     parser.add_argument("--per-batch", type=int, default=250)
+    parser.add_argument("--report-only", action="store_true", help="only the report build + serialize figures")
     args = parser.parse_args()
     import timeit
 
@@ -239,6 +273,9 @@ def main() -> None:
         f"host: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; calibration: round(x, 4) takes "
         f"{per_call * 1e9:.0f} ns (compare runs by this figure: the machine may be shared)"
     )
+    if args.report_only:
+        report_figures([1000, 10000])
+        return
     print("\n== ingest over gRPC (server in this process, clients in another) ==")
     for nodes, rounds in ((1000, 5 if args.quick else 30), (10000, 1 if args.quick else 8)):
         r = bench_ingest(nodes, rounds, args.per_batch, args.streams)
@@ -247,19 +284,7 @@ def main() -> None:
             f"{r['samples_per_s']:,.0f} samples/s wall; server CPU {r['server_cpu_s']:.2f}s = "
             f"{r['samples_per_cpu_s']:,.0f} samples per CPU-second; batch {r['batch_bytes'] / 1024:.0f} KiB"
         )
-    print("\n== report build (assess + fit) and serialize (median of 5) ==")
-    for nodes in (1000, 5000, 10000):
-        r = bench_report(nodes)
-        print(
-            f"{nodes:>6} nodes: standalone build {r['standalone_build_ms']:.0f} ms (+metrics "
-            f"{r['standalone_with_metrics_ms'] - r['standalone_build_ms']:.0f} ms) + serialize "
-            f"{r['standalone_serialize_ms']:.0f} ms ({r['standalone_bytes'] / 1e6:.2f} MB); cluster build "
-            f"{r['cluster_build_ms']:.0f} ms (+metrics {r['cluster_with_metrics_ms'] - r['cluster_build_ms']:.0f} ms)"
-            f" + serialize {r['cluster_serialize_ms']:.0f} ms "
-            f"({r['cluster_bytes'] / 1e6:.2f} MB, detail dropped {r['cluster_detail_dropped']:.0f}, "
-            f"nodes dropped {r['cluster_nodes_dropped']:.0f}); kubernetes client body encoding "
-            f"{r['cluster_client_encode_ms']:.0f} ms (writer thread)"
-        )
+    report_figures([1000, 5000, 10000])
     print(
         f"\n== report size vs etcd request limit {ETCD_REQUEST_LIMIT:,} B "
         f"(status budget {DEFAULT_STATUS_BUDGET:,} B) =="

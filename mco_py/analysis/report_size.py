@@ -18,8 +18,8 @@ from typing import Any
 
 import msgspec
 
-from mco_py.analysis.status import fast_status
-from mco_py.model import Level, NodeAssessment, Report
+from mco_py.analysis.status import StatusCache, envelope
+from mco_py.model import Level, Report
 
 #: etcd's default request size limit.
 ETCD_REQUEST_LIMIT = 1_572_864
@@ -27,6 +27,7 @@ ETCD_REQUEST_LIMIT = 1_572_864
 DEFAULT_STATUS_BUDGET = 1_400_000
 
 _STRIP_ORDER = (Level.NONE, Level.LOW, Level.UNKNOWN, Level.MEDIUM, Level.HIGH)
+_STRIP_RANK = {level: i for i, level in enumerate(_STRIP_ORDER)}
 
 
 _NON_ASCII = bytes(range(128, 256))
@@ -55,52 +56,65 @@ class Fitted:
     """``report_to_status(report)``, already built while measuring (stores reuse it); None if not built."""
 
 
-def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET) -> Fitted:
-    """``report`` unchanged when its status fits ``budget`` bytes, else with detail stripped."""
-    status = fast_status(report)
-    size = encoded_size(status)
-    if size <= budget:
-        return Fitted(report, size, status=status)
-    nodes = list(report.nodes)
-    entries: list[dict[str, Any]] = status["nodes"]
-    order = sorted(
-        range(len(nodes)),
-        key=lambda i: (_STRIP_ORDER.index(nodes[i].level), nodes[i].score, nodes[i].name),
-    )
-    stripped = 0
+def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: StatusCache | None = None) -> Fitted:
+    """``report`` unchanged when its status fits ``budget`` bytes, else with detail stripped.
+
+    With ``cache`` the entries of unchanged assessments, their sizes and their stripped
+    forms are reused from earlier calls (same result as without).
+
+    Equivalent to stripping in sacrifice order until the size fits, but computed from the
+    other end: start from every entry stripped and give the detail back to the most
+    important nodes while it fits, so the signals of nodes whose detail is dropped anyway
+    are never formatted.
+    """
+    cache = StatusCache() if cache is None else cache
+    records = cache.records(report)
+    head = envelope(report)
     margin = 32  # the summary grows by a few digits at most
-    for i in order:
-        if size + margin <= budget:
+    # size with every detail stripped (compact JSON: bare entries joined by commas)
+    size = encoded_size({**head, "nodes": [rec.bare[1] for rec in records]})
+    nodes = list(report.nodes)
+    rank = _STRIP_RANK
+    order = sorted(range(len(nodes)), key=lambda i: (rank[nodes[i].level], nodes[i].score, nodes[i].name))
+    keep = [not rec.has_detail for rec in records]
+    pending = 0  # detail bytes of the records not kept
+    with_detail = [i for i in reversed(order) if records[i].has_detail]
+    for k, i in enumerate(with_detail):
+        detail = records[i].detail(encoded_size)
+        if size + detail + margin > budget:
+            if size + detail <= budget:  # the whole may still fit without the margin
+                pending = detail + sum(records[j].detail(encoded_size) for j in with_detail[k + 1 :])
+            else:
+                pending = -1
             break
-        entry = entries[i]
-        signals = entry.get("signals")
-        reasons = entry.get("reasons")
-        if not signals and not reasons:
-            continue
-        # the entry shrinks by `"signals":{...},` and the content of `"reasons":[...]`
-        if signals is not None:
-            size -= len('"signals":,') + encoded_size(signals)
-            del entry["signals"]
-        if reasons:
-            size -= encoded_size(reasons) - len("[]")
-            entry["reasons"] = []
-        item = nodes[i]
-        nodes[i] = NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ())
-        stripped += 1
+        size += detail
+        keep[i] = True
+    full = size + pending if pending >= 0 else -1
+    if 0 <= full <= budget:
+        return Fitted(report, full, status={**head, "nodes": [rec.entry for rec in records]})
+    entries: list[dict[str, Any]] = []
+    stripped = 0
+    for i, rec in enumerate(records):
+        if keep[i]:
+            entries.append(rec.entry)
+        else:
+            nodes[i], bare = rec.bare
+            entries.append(bare)
+            stripped += 1
     dropped: list[str] = []
     if size + margin > budget:
-        keep = [True] * len(nodes)
+        kept = [True] * len(nodes)
         for i in order:
             if size + margin <= budget:
                 break
-            keep[i] = False
+            kept[i] = False
             size -= encoded_size(entries[i]) + 1
             dropped.append(nodes[i].name)
-        nodes = [n for n, k in zip(nodes, keep, strict=True) if k]
-        entries = [e for e, k in zip(entries, keep, strict=True) if k]
+        nodes = [n for n, k in zip(nodes, kept, strict=True) if k]
+        entries = [e for e, k in zip(entries, kept, strict=True) if k]
     fitted = dataclasses.replace(report, nodes=tuple(nodes), detail_dropped=stripped)
     summary = {"nodes": len(nodes), "detailDropped": stripped} | {level.value.lower(): 0 for level in Level}
     for item in nodes:
         summary[item.level.value.lower()] += 1
-    status = {**status, "summary": summary, "nodes": entries}
+    status = {**head, "summary": summary, "nodes": entries}
     return Fitted(fitted, size + len(str(stripped)), tuple(dropped), status=status)

@@ -170,6 +170,7 @@ class _Node:
 
     __slots__ = (
         "absent",
+        "assessment",
         "changed_at",
         "changed_how",
         "ewma",
@@ -198,6 +199,8 @@ class _Node:
         self.last_seen = 0.0
         self.changed_at = 0.0
         self.changed_how = ""
+        self.assessment: NodeAssessment | None = None
+        """The fresh (not stale) assessment, kept until the next sample or rules change."""
 
 
 class Scorer:
@@ -206,6 +209,8 @@ class Scorer:
     def __init__(self, rules: DetectionRules) -> None:
         self._rules = rules
         self._nodes: dict[str, _Node] = {}
+        self._order: list[str] | None = None
+        """Node names sorted; None after a node came or went."""
 
     @property
     def rules(self) -> DetectionRules:
@@ -218,12 +223,18 @@ class Scorer:
         self._rules = rules
         smoothing_changed = old.smoothing != rules.smoothing
         history_len = self._history_len()
+        self.drop_kept_assessments()  # reasons quote the rules
         for node in self._nodes.values():
             if smoothing_changed:
                 node.ewma.clear()
                 node.windows.clear()
             if node.history.maxlen != history_len:
                 node.history = deque(node.history, maxlen=history_len)
+
+    def drop_kept_assessments(self) -> None:
+        """Forget the assessments kept for unchanged nodes: the next :meth:`assess` builds every one anew."""
+        for node in self._nodes.values():
+            node.assessment = None
 
     def _history_len(self) -> int:
         return max(self._rules.hysteresis.raise_after, self._rules.hysteresis.lower_after)
@@ -242,11 +253,14 @@ class Scorer:
         resumed = node is not None and now - node.last_seen > rules.staleness.stale_after_seconds
         old_level = None
         if node is None or resumed:
+            if node is None:
+                self._order = None
             node = _Node(self._history_len())
             self._nodes[sample.node] = node
         else:
             old_level = self._level_of(node)
         node.last_seen = now
+        node.assessment = None
         node.last_sample_time = max(node.last_sample_time, sample.timestamp)
         self._smooth(node, sample)
         score = _weighted_score(node.values, rules)
@@ -352,11 +366,18 @@ class Scorer:
         return tuple(r[:MAX_REASON_CHARS] for r in out[:MAX_REASONS])
 
     def assess(self, now: float) -> tuple[list[NodeAssessment], list[str]]:
-        """Every node's assessment at ``now`` (sorted by name), and the names forgotten just now."""
+        """Every node's assessment at ``now`` (sorted by name), and the names forgotten just now.
+
+        A node with no sample since the last call gets the very same assessment object
+        back (callers may cache what they derive from it by identity); stale nodes get a
+        new one each time (their reason quotes how long they have been silent).
+        """
         staleness = self._rules.staleness
         out: list[NodeAssessment] = []
         forgotten: list[str] = []
-        for name in sorted(self._nodes):
+        if self._order is None:
+            self._order = sorted(self._nodes)
+        for name in self._order:
             node = self._nodes[name]
             silent = now - node.last_seen
             if silent > staleness.forget_after_seconds:
@@ -378,10 +399,16 @@ class Scorer:
                     )
                 )
                 continue
-            level = RANKED_LEVELS[node.rank] if node.scorable and node.rank >= 0 else Level.UNKNOWN
-            out.append(NodeAssessment(name, level, node.score, node.values, node.last_sample_time, self._reasons(node)))
+            item = node.assessment
+            if item is None:
+                level = RANKED_LEVELS[node.rank] if node.scorable and node.rank >= 0 else Level.UNKNOWN
+                item = NodeAssessment(name, level, node.score, node.values, node.last_sample_time, self._reasons(node))
+                node.assessment = item
+            out.append(item)
         for name in forgotten:
             del self._nodes[name]
+        if forgotten:
+            self._order = None
         return out, forgotten
 
     def report(self, now: float, *, identity: str) -> tuple[Report, list[str]]:

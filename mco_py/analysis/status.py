@@ -4,16 +4,21 @@
 (a property test holds them equal); it exists because the analyzer builds the status
 of every node every few seconds: it formats times with a per-second cache and avoids
 the per-node function calls.
+
+:class:`StatusCache` goes further: it keeps each node's entry and rebuilds it only when
+the node's assessment is a different object (the scorer hands back the same
+:class:`~mco_py.model.NodeAssessment` while nothing about the node changed).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from mco_py.model import Level, Report, format_time
+from mco_py.model import Level, NodeAssessment, Report, format_time
 
 _LEVEL_TEXT = {level: level.value for level in Level}
 _LEVEL_KEY = {level: level.value.lower() for level in Level}
@@ -35,6 +40,131 @@ def fast_format_time(ts: float) -> str:
         whole += 1
         micros -= 1_000_000
     return f"{_second(int(whole))}.{micros // 1000:03d}Z"
+
+
+def _entry(item: NodeAssessment) -> dict[str, Any]:
+    """One ``status.nodes[]`` entry (same as :func:`mco_py.model.assessment_to_dict`)."""
+    isfinite = math.isfinite
+    out: dict[str, Any] = {"name": item.name, "level": _LEVEL_TEXT[item.level], "score": round(item.score, 2)}
+    if item.signals:
+        out["signals"] = {k: round(v, 4) for k, v in item.signals.items() if isfinite(v)}
+    if item.last_sample_time is not None:
+        out["lastSampleTime"] = fast_format_time(item.last_sample_time)
+    out["reasons"] = list(item.reasons)
+    return out
+
+
+class Cached:
+    """One node's entry built from ``item`` on demand, plus its stripped form and sizes (for the size fitting)."""
+
+    __slots__ = ("_bare", "_detail", "_entry", "_has_detail", "item")
+
+    def __init__(self, item: NodeAssessment) -> None:
+        self.item = item
+        self._entry: dict[str, Any] | None = None
+        self._bare: tuple[NodeAssessment, dict[str, Any]] | None = None
+        self._detail = -1
+        self._has_detail: bool | None = None
+
+    @property
+    def has_detail(self) -> bool:
+        """True when the entry has signals or reasons to strip."""
+        if self._has_detail is None:
+            item = self.item
+            self._has_detail = bool(item.reasons) or any(math.isfinite(v) for v in item.signals.values())
+        return self._has_detail
+
+    @property
+    def entry(self) -> dict[str, Any]:
+        """The full entry; shared between reports: never mutate it (copy first)."""
+        if self._entry is None:
+            self._entry = _entry(self.item)
+        return self._entry
+
+    @property
+    def bare(self) -> tuple[NodeAssessment, dict[str, Any]]:
+        """The assessment and entry without signals and reasons (the full ones when there is no detail)."""
+        if self._bare is None:
+            item = self.item
+            if not self.has_detail:
+                self._bare = (item, self.entry)
+            else:
+                entry: dict[str, Any] = {
+                    "name": item.name,
+                    "level": _LEVEL_TEXT[item.level],
+                    "score": round(item.score, 2),
+                }
+                if item.last_sample_time is not None:
+                    entry["lastSampleTime"] = fast_format_time(item.last_sample_time)
+                entry["reasons"] = []
+                self._bare = (NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ()), entry)
+        return self._bare
+
+    def detail(self, encoded_size: Callable[[object], int]) -> int:
+        """Encoded bytes the detail adds to the entry (0 without detail)."""
+        if self._detail < 0:
+            saved = 0
+            if self.has_detail:
+                entry = self.entry
+                signals = entry.get("signals")
+                if signals is not None:  # `"signals":{...},` (never the last key)
+                    saved += len('"signals":,') + encoded_size(signals)
+                if entry["reasons"]:  # the content of `"reasons":[...]`
+                    saved += encoded_size(entry["reasons"]) - len("[]")
+            self._detail = saved
+        return self._detail
+
+
+def envelope(report: Report) -> dict[str, Any]:
+    """The status document without its ``nodes``."""
+    summary = {"nodes": len(report.nodes), "detailDropped": report.detail_dropped}
+    for key in _LEVEL_KEY.values():
+        summary[key] = 0
+    level_key = _LEVEL_KEY
+    for item in report.nodes:
+        summary[level_key[item.level]] += 1
+    return {
+        "lastUpdateTime": fast_format_time(report.last_update_time),
+        "analyzer": {"identity": report.analyzer_identity, "rulesVersion": report.rules_version},
+        "summary": summary,
+    }
+
+
+class StatusCache:
+    """Builds ``report_to_status(report)`` reusing the entries of unchanged assessments.
+
+    An entry is reused when the report holds the very same assessment object as last
+    time (assessments are immutable; their ``signals`` mappings must not be mutated
+    either). Entries of nodes gone from the report are dropped. Not thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Cached] = {}
+        self.rebuilt = 0
+        """Records made anew (not reused) by the last call."""
+
+    def records(self, report: Report) -> list[Cached]:
+        """One record per ``report.nodes`` item, in order; entries are built only when asked for."""
+        old = self._by_name
+        by_name: dict[str, Cached] = {}
+        records: list[Cached] = []
+        rebuilt = 0
+        for item in report.nodes:
+            rec = old.get(item.name)
+            if rec is None or rec.item is not item:
+                rec = Cached(item)
+                rebuilt += 1
+            by_name[item.name] = rec
+            records.append(rec)
+        self._by_name = by_name
+        self.rebuilt = rebuilt
+        return records
+
+    def build(self, report: Report) -> dict[str, Any]:
+        """``report_to_status(report)``; the entries may be shared with earlier and later results."""
+        status = envelope(report)
+        status["nodes"] = [rec.entry for rec in self.records(report)]
+        return status
 
 
 def fast_status(report: Report) -> dict[str, Any]:

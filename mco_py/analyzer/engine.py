@@ -5,17 +5,19 @@ Thread-safe: the gRPC loop, the report loop and the rules watcher share one engi
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from mco_py.analysis.report_size import Fitted, fit_report
 from mco_py.analysis.rules import DetectionRules
 from mco_py.analysis.samples import InvalidSample, check_sample
 from mco_py.analysis.scoring import LevelChange, Scorer
-from mco_py.analysis.status import fast_status
+from mco_py.analysis.status import StatusCache
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.model import Sample
 
@@ -68,6 +70,8 @@ class Engine:
         self.max_age = max_age_seconds
         self.status_budget = status_budget
         self.max_nodes = max_nodes
+        self._status = StatusCache()
+        """Report entries of unchanged nodes; used only by :meth:`build_report` (one report thread)."""
         metrics.rules.info({"version": rules.version})
 
     @property
@@ -140,14 +144,19 @@ class Engine:
         """Assess every node now, publish the per-node metrics, and fit the report to the size budget."""
         started = time.perf_counter()
         now = self.clock()
-        with self._lock:
-            report, forgotten = self._scorer.report(now, identity=self.identity)
-            for name in forgotten:
-                self._last_time.pop(name, None)
-        if self.status_budget:
-            fitted = fit_report(report, self.status_budget)
-        else:
-            fitted = Fitted(report, 0, status=fast_status(report))
+        # The build allocates tens of thousands of acyclic containers (entries, signal maps,
+        # reason tuples); with the cyclic GC on, they trigger repeated collections that each
+        # walk the whole scorer state (≈ 40 % of the build at 10,000 nodes). Nothing built
+        # here forms a cycle, so collecting is postponed until the build is done.
+        with _gc_paused():
+            with self._lock:
+                report, forgotten = self._scorer.report(now, identity=self.identity)
+                for name in forgotten:
+                    self._last_time.pop(name, None)
+            if self.status_budget:
+                fitted = fit_report(report, self.status_budget, cache=self._status)
+            else:
+                fitted = Fitted(report, 0, status=self._status.build(report))
         self.metrics.generation.observe(time.perf_counter() - started)
         self.metrics.publish_nodes(report.nodes, forgotten)
         self.metrics.detail_dropped.set(fitted.report.detail_dropped)
@@ -163,3 +172,30 @@ class Engine:
                 extra={"budget_bytes": self.status_budget},
             )
         return fitted
+
+
+class _GCPause:
+    """Disables the cyclic GC while any holder is inside; re-enables it only if it was on before."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._was_enabled = False
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._holders == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if self._holders == 0 and self._was_enabled:
+                    gc.enable()
+
+
+_gc_paused = _GCPause()

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mco_py.analysis.status import fast_format_time, fast_status
-from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report, format_time, report_to_status
+from mco_py.analysis.report_size import encoded_size, fit_report
+from mco_py.analysis.rules import DetectionRules, Hysteresis, Staleness, default_rules
+from mco_py.analysis.scoring import Scorer
+from mco_py.analysis.status import StatusCache, fast_format_time, fast_status
+from mco_py.model import (
+    SIGNAL_NAMES,
+    Level,
+    NodeAssessment,
+    Report,
+    Sample,
+    SignalReading,
+    assessment_to_dict,
+    format_time,
+    report_to_status,
+)
 
 times = st.one_of(
     st.floats(min_value=0, max_value=4_102_444_800),  # up to 2100
@@ -48,3 +63,140 @@ def test_fast_status_equals_report_to_status(nodes: list[NodeAssessment], update
     fast, reference = fast_status(report), report_to_status(report)
     assert json.dumps(fast) == json.dumps(reference)  # same keys, same order, same values (NaN-safe)
     assert not any(math.isnan(v) for n in fast["nodes"] for v in n.get("signals", {}).values())
+
+
+# --- caching: a report built from cached assessments and entries equals one built from scratch ---
+
+SIGNAL_VALUES = st.one_of(st.none(), st.floats(min_value=0, max_value=120), st.sampled_from([0.0, 20.0, 50.0]))
+NODE_NAMES = [f"node-{i}" for i in range(5)]
+operations = st.lists(
+    st.one_of(
+        st.tuples(  # a sample for one node
+            st.just("sample"),
+            st.sampled_from(NODE_NAMES),
+            st.dictionaries(st.sampled_from(SIGNAL_NAMES), SIGNAL_VALUES, max_size=len(SIGNAL_NAMES)),
+        ),
+        st.tuples(st.just("wait"), st.sampled_from([0.5, 20.0, 70.0, 700.0])),  # fresh, stale, forgotten
+        st.tuples(st.just("rules"), st.sampled_from(["default", "strict"])),
+        st.tuples(st.just("report"), st.sampled_from([None, 400, 900, 3000, 100_000])),  # budget in bytes
+        st.tuples(st.just("report"), st.integers(-400, 40).map(str)),  # budget relative to the full size
+    ),
+    max_size=40,
+)
+
+
+def _strict_rules() -> DetectionRules:
+    base = default_rules()
+    return dataclasses.replace(
+        base,
+        version="strict",
+        signals={k: dataclasses.replace(r, warn=r.warn / 2, critical=r.critical / 2) for k, r in base.signals.items()},
+        hysteresis=Hysteresis(raise_after=1, lower_after=2),
+        staleness=Staleness(stale_after_seconds=60.0, forget_after_seconds=600.0),
+    )
+
+
+def _reference_fit(report: Report, budget: int) -> tuple[Report, int, list[str], dict[str, Any]]:
+    """The size fitting done the plain way: strip in sacrifice order from the full status until it fits."""
+    status = report_to_status(report)
+    size = encoded_size(status)
+    if size <= budget:
+        return report, size, [], status
+    order = sorted(
+        range(len(report.nodes)),
+        key=lambda i: (
+            [Level.NONE, Level.LOW, Level.UNKNOWN, Level.MEDIUM, Level.HIGH].index(report.nodes[i].level),
+            report.nodes[i].score,
+            report.nodes[i].name,
+        ),
+    )
+    nodes, entries = list(report.nodes), status["nodes"]
+    stripped = 0
+    for i in order:
+        if size + 32 <= budget:
+            break
+        if not entries[i].get("signals") and not entries[i]["reasons"]:
+            continue
+        size -= encoded_size(entries[i])
+        nodes[i] = dataclasses.replace(nodes[i], signals={}, reasons=())
+        entries[i] = assessment_to_dict(nodes[i])
+        size += encoded_size(entries[i])
+        stripped += 1
+    dropped: list[str] = []
+    for i in order:
+        if size + 32 <= budget:
+            break
+        size -= encoded_size(entries[i]) + 1
+        dropped.append(nodes[i].name)
+    fitted = dataclasses.replace(
+        report, nodes=tuple(n for n in nodes if n.name not in dropped), detail_dropped=stripped
+    )
+    return fitted, size + len(str(stripped)), dropped, report_to_status(fitted)
+
+
+def _dump(status: object) -> str:
+    return json.dumps(status, sort_keys=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=operations)
+def test_cached_build_equals_from_scratch(ops: list[tuple[Any, ...]]) -> None:
+    rule_sets = {
+        "default": dataclasses.replace(default_rules(), staleness=Staleness(60.0, 600.0)),
+        "strict": _strict_rules(),
+    }
+    cached, scratch = Scorer(rule_sets["default"]), Scorer(rule_sets["default"])
+    cache = StatusCache()
+    now = 1_800_000_000.0
+    last_sample: dict[str, float] = {}
+    for op in ops:
+        if op[0] == "sample":
+            _, node, values = op
+            now += 0.25
+            t = max(now, last_sample.get(node, 0.0) + 0.001)
+            last_sample[node] = t
+            signals = {
+                k: SignalReading(k, v, "procfs", reason="" if v is not None else "not measured")
+                for k, v in values.items()
+            }
+            for scorer in (cached, scratch):
+                scorer.observe(Sample(node, t, signals), now)
+        elif op[0] == "wait":
+            now += op[1]
+        elif op[0] == "rules":
+            for scorer in (cached, scratch):
+                scorer.set_rules(rule_sets[op[1]])
+        else:
+            budget: int | str | None = op[1]
+            scratch.drop_kept_assessments()  # a build from scratch
+            report, gone = cached.report(now, identity="a")
+            reference_report, reference_gone = scratch.report(now, identity="a")
+            assert gone == reference_gone
+            assert report == reference_report
+            if isinstance(budget, str):  # the edges: around the full size and the 32-byte margin
+                budget = encoded_size(report_to_status(reference_report)) + int(budget)
+            if budget is None:
+                assert _dump(cache.build(report)) == _dump(report_to_status(reference_report))
+            else:
+                fitted = fit_report(report, budget, cache=cache)
+                ref_report, ref_size, ref_dropped, ref_status = _reference_fit(reference_report, budget)
+                assert fitted.report == ref_report
+                assert _dump(fitted.status) == _dump(ref_status)
+                assert (fitted.size, list(fitted.nodes_dropped)) == (ref_size, ref_dropped)
+
+
+def test_cache_reuses_unchanged_entries_and_rebuilds_changed_ones() -> None:
+    scorer = Scorer(default_rules())
+    cache = StatusCache()
+    now = 1_800_000_000.0
+    for name in NODE_NAMES:
+        scorer.observe(Sample(name, now, {"psiCpuSomeAvg10": SignalReading("psiCpuSomeAvg10", 3.0)}), now)
+    first = cache.build(scorer.report(now, identity="a")[0])
+    assert cache.rebuilt == len(NODE_NAMES)
+    scorer.observe(Sample("node-2", now + 1, {"psiCpuSomeAvg10": SignalReading("psiCpuSomeAvg10", 90.0)}), now + 1)
+    second = cache.build(scorer.report(now + 1, identity="a")[0])
+    assert cache.rebuilt == 1
+    assert second["nodes"][0] is first["nodes"][0]
+    assert second["nodes"][2] is not first["nodes"][2]
+    assert second["nodes"][2]["signals"]["psiCpuSomeAvg10"] > 3.0  # smoothed towards 90
+    assert first["nodes"][2]["signals"] == {"psiCpuSomeAvg10": 3.0}  # earlier results are not mutated

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from mco_py.analysis.report_size import fit_report
 from mco_py.analysis.rules import default_rules
-from mco_py.analyzer.engine import Engine, Outcome
+from mco_py.analyzer.engine import Engine, Outcome, _gc_paused
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.writer import ReportLoop
 from mco_py.model import SIGNAL_NAMES, Sample, SignalReading
@@ -108,3 +110,40 @@ def test_size_budget_drops_detail_and_reports_it(tmp_path: Path) -> None:
     assert crd_schema.errors(doc) == []
     assert doc["status"]["summary"]["detailDropped"] == fitted.report.detail_dropped
     assert len(json.dumps(doc["status"], separators=(",", ":"))) <= 20_000
+
+
+def test_build_report_leaves_the_gc_as_it_found_it() -> None:
+    engine, clock, _ = make()
+    engine.accept([sample("n1", clock.now)], Outcome())
+    assert gc.isenabled()
+    with _gc_paused():
+        assert not gc.isenabled()
+        with _gc_paused():  # nested (another thread building at the same time)
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        engine.build_report()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    engine.build_report()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        engine.build_report()
+        assert not gc.isenabled()  # an application that runs without the GC keeps it off
+    finally:
+        gc.enable()
+
+
+def test_repeated_reports_equal_a_fresh_engine_report() -> None:
+    engine, clock, _ = make(budget=3000)
+    names = [f"n{i}" for i in range(8)]
+    engine.accept([sample(n, clock.now, level=10.0 * i) for i, n in enumerate(names)], Outcome())
+    first = engine.build_report()
+    clock.now += 1
+    engine.accept([sample("n3", clock.now, level=90.0)], Outcome())
+    second = engine.build_report()
+    engine._scorer.drop_kept_assessments()
+    reference = fit_report(engine._scorer.report(clock.now, identity=engine.identity)[0], 3000)
+    assert json.dumps(second.status) == json.dumps(reference.status)
+    assert second.report == reference.report
+    assert first.status != second.status
