@@ -6,8 +6,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.kubeapi import EmulatedAPI, start
+
+# Property tests check results, never speed: no per-example deadline (a busy CI host
+# turned the 200 ms default into "Flaky" failures), no "too slow" health check, and
+# no example database written into the checkout. Examples stay random; a failure
+# prints the seed to reproduce it (`--hypothesis-seed=N`).
+settings.register_profile(
+    "mco",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=None,
+    print_blob=True,
+)
+settings.load_profile("mco")
 
 
 @pytest.fixture
