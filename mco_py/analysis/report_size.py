@@ -13,12 +13,13 @@ Stripped nodes are counted in ``Report.detail_dropped``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from mco_py.analysis.status import StatusCache, envelope
+from mco_py.analysis.status import Cached, StatusCache, envelope
 from mco_py.model import Level, Report
 
 #: etcd's default request size limit.
@@ -56,6 +57,17 @@ class Fitted:
     """``report_to_status(report)``, already built while measuring (stores reuse it); None if not built."""
 
 
+def _rest(records: list[Cached], indexes: list[int], sized: Callable[[object], int], room: int) -> int:
+    """Detail bytes of ``records[indexes]`` if they fit in ``room`` together (the whole report may still fit
+    without the margin), else -1 — found out without sizing every record when they do not."""
+    total = 0
+    for i in indexes:
+        total += records[i].detail(sized)
+        if total > room:
+            return -1
+    return total
+
+
 def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: StatusCache | None = None) -> Fitted:
     """``report`` unchanged when its status fits ``budget`` bytes, else with detail stripped.
 
@@ -72,7 +84,7 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
     head = envelope(report)
     margin = 32  # the summary grows by a few digits at most
     # size with every detail stripped (compact JSON: bare entries joined by commas)
-    size = encoded_size({**head, "nodes": [rec.bare[1] for rec in records]})
+    size = encoded_size({**head, "nodes": [rec.bare_entry for rec in records]})
     nodes = list(report.nodes)
     rank = _STRIP_RANK
     order = sorted(range(len(nodes)), key=lambda i: (rank[nodes[i].level], nodes[i].score, nodes[i].name))
@@ -82,10 +94,7 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
     for k, i in enumerate(with_detail):
         detail = records[i].detail(encoded_size)
         if size + detail + margin > budget:
-            if size + detail <= budget:  # the whole may still fit without the margin
-                pending = detail + sum(records[j].detail(encoded_size) for j in with_detail[k + 1 :])
-            else:
-                pending = -1
+            pending = _rest(records, with_detail[k:], encoded_size, budget - size)
             break
         size += detail
         keep[i] = True
@@ -98,8 +107,8 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
         if keep[i]:
             entries.append(rec.entry)
         else:
-            nodes[i], bare = rec.bare
-            entries.append(bare)
+            nodes[i] = rec.bare_item()
+            entries.append(rec.bare_entry)
             stripped += 1
     dropped: list[str] = []
     if size + margin > budget:

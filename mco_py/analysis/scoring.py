@@ -28,9 +28,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
-from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report, Sample, SignalReading, format_time
+from mco_py.analysis.status import fast_format_time
+from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report, Sample, SignalReading
 
 #: Ordered levels; the index is the rank used by hysteresis.
 RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
@@ -83,15 +85,56 @@ class Contribution:
     rule: SignalRule
 
     def describe(self) -> str:
-        """E.g. ``psiIoSomeAvg10=61.2 ≥ critical 50 (sub-score 100)``."""
-        rule = self.rule
-        if self.value >= rule.critical:
-            where = f"≥ critical {rule.critical:g}"
-        elif self.value > rule.warn:
-            where = f"> warn {rule.warn:g}, < critical {rule.critical:g}"
+        """E.g. ``psiIoSomeAvg10=61.2 ≥ critical 50 (sub-score 100, weight 3)``."""
+        texts = _RuleTexts(self.rule)
+        if self.value >= self.rule.critical:
+            where = texts.critical
+        elif self.value > self.rule.warn:
+            where = texts.between
         else:
-            where = f"≤ warn {rule.warn:g}"
-        return f"{self.name}={self.value:.4g} {where} (sub-score {self.sub_score:.0f}, weight {self.weight:g})"
+            where = texts.calm
+        return _describe(self.name, self.value, where, self.sub_score, texts.weight)
+
+
+def _describe(name: str, value: float, where: str, sub: float, weight: str) -> str:
+    return f"{name}={value:.4g} {where} (sub-score {sub:.0f}, weight {weight})"
+
+
+class _RuleTexts:
+    """The parts of a reason that depend only on the rule (formatted once per rules version)."""
+
+    __slots__ = ("between", "calm", "critical", "rule", "weight")
+
+    def __init__(self, rule: SignalRule) -> None:
+        self.rule = rule
+        self.critical = f"≥ critical {rule.critical:g}"
+        self.between = f"> warn {rule.warn:g}, < critical {rule.critical:g}"
+        self.calm = f"≤ warn {rule.warn:g}"
+        self.weight = f"{rule.weight:g}"
+
+
+def _rule_texts(rules: DetectionRules) -> dict[str, _RuleTexts]:
+    """Texts of every rule that scores (positive weight), by signal name."""
+    return {name: _RuleTexts(rule) for name, rule in rules.signals.items() if rule.weight > 0}
+
+
+def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -> list[str]:
+    """``Contribution.describe()`` of the scored signals above warn, worst first (same as ``_hot``)."""
+    hot: list[tuple[float, str, float, _RuleTexts]] = []
+    for name, value in values.items():
+        text = texts.get(name)
+        if text is None:
+            continue
+        rule = text.rule
+        if value <= rule.warn:
+            continue
+        sub = 100.0 if value >= rule.critical else 100.0 * (value - rule.warn) / (rule.critical - rule.warn)
+        hot.append((sub, name, value, text))
+    hot.sort(key=itemgetter(0), reverse=True)
+    return [
+        _describe(name, value, text.critical if value >= text.rule.critical else text.between, sub, text.weight)
+        for sub, name, value, text in hot
+    ]
 
 
 def _weighted_score(values: Mapping[str, float], rules: DetectionRules) -> float | None:
@@ -139,18 +182,6 @@ def _unjudged(reading: SignalReading, rules: DetectionRules) -> str:
     rule = rules.signals.get(reading.name)
     need = rule.min_events if rule else 0
     return f"{reading.name} not judged: {reading.events} events < minEvents {need}"
-
-
-def _hot(values: Mapping[str, float], rules: DetectionRules) -> list[Contribution]:
-    """Scored signals above their warn value, worst first."""
-    out: list[Contribution] = []
-    for name, value in values.items():
-        rule = rules.signals.get(name)
-        if rule is None or rule.weight <= 0 or value <= rule.warn:
-            continue
-        out.append(Contribution(name, value, sub_score(value, rule), rule.weight, rule))
-    out.sort(key=lambda c: c.sub_score, reverse=True)
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +239,7 @@ class Scorer:
 
     def __init__(self, rules: DetectionRules) -> None:
         self._rules = rules
+        self._texts = _rule_texts(rules)
         self._nodes: dict[str, _Node] = {}
         self._order: list[str] | None = None
         """Node names sorted; None after a node came or went."""
@@ -221,6 +253,7 @@ class Scorer:
         """Switch rules; smoothing restarts when its settings changed, hysteresis keeps its history."""
         old = self._rules
         self._rules = rules
+        self._texts = _rule_texts(rules)
         smoothing_changed = old.smoothing != rules.smoothing
         history_len = self._history_len()
         self.drop_kept_assessments()  # reasons quote the rules
@@ -357,13 +390,14 @@ class Scorer:
             if node.rank > 0 or headline:
                 raw = RANKED_LEVELS[_rank(node.score, self._rules.levels)]
                 out.append(
-                    f"level {RANKED_LEVELS[node.rank].value} since {format_time(node.changed_at)} "
+                    f"level {RANKED_LEVELS[node.rank].value} since {fast_format_time(node.changed_at)} "
                     f"({node.changed_how}); score {node.score:.1f} now (raw level {raw.value})"
                 )
-            hot = _hot(node.values, self._rules)
-            out.extend(c.describe() for c in hot)
+            out += _hot_reasons(node.values, self._texts)
             out.extend(_unjudged(r, self._rules) for r in node.unjudged)
-        return tuple(r[:MAX_REASON_CHARS] for r in out[:MAX_REASONS])
+        if len(out) > MAX_REASONS:
+            del out[MAX_REASONS:]
+        return tuple(r if len(r) <= MAX_REASON_CHARS else r[:MAX_REASON_CHARS] for r in out)
 
     def assess(self, now: float) -> tuple[list[NodeAssessment], list[str]]:
         """Every node's assessment at ``now`` (sorted by name), and the names forgotten just now.
@@ -401,8 +435,14 @@ class Scorer:
                 continue
             item = node.assessment
             if item is None:
-                level = RANKED_LEVELS[node.rank] if node.scorable and node.rank >= 0 else Level.UNKNOWN
-                item = NodeAssessment(name, level, node.score, node.values, node.last_sample_time, self._reasons(node))
+                if node.scorable and node.rank >= 0:
+                    level = RANKED_LEVELS[node.rank]
+                    # the common calm node (nothing above warn, nothing unjudged) has nothing to say
+                    calm = node.rank == 0 and node.score <= 0 and not node.unjudged
+                    reasons = () if calm else self._reasons(node)
+                else:
+                    level, reasons = Level.UNKNOWN, self._reasons(node)
+                item = NodeAssessment(name, level, node.score, node.values, node.last_sample_time, reasons)
                 node.assessment = item
             out.append(item)
         for name in forgotten:

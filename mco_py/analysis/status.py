@@ -12,93 +12,116 @@ the node's assessment is a different object (the scorer hands back the same
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from mco_py.model import Level, NodeAssessment, Report, format_time
+from mco_py.model import Level, NodeAssessment, Report, format_time, round_to
 
 _LEVEL_TEXT = {level: level.value for level in Level}
 _LEVEL_KEY = {level: level.value.lower() for level in Level}
 _MAX_CACHED_SECOND = 253402300799  # 9999-12-31T23:59:59Z
 
 
-@functools.lru_cache(maxsize=8192)
+_SECONDS: dict[int, str] = {}
+"""Formatted whole seconds; cleared when it grows past a few hours' worth."""
+
+
 def _second(whole: int) -> str:
-    return datetime.fromtimestamp(whole, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    text = _SECONDS.get(whole)
+    if text is None:
+        if len(_SECONDS) >= 16384:
+            _SECONDS.clear()
+        text = _SECONDS[whole] = datetime.fromtimestamp(whole, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return text
 
 
 def fast_format_time(ts: float) -> str:
     """Same as :func:`mco_py.model.format_time` (datetime rounds to microseconds half-even, then truncates to ms)."""
     if not 0 <= ts < _MAX_CACHED_SECOND:
         return format_time(ts)
-    frac, whole = math.modf(ts)
-    micros = round(frac * 1e6)
+    whole = int(ts)
+    micros = round((ts - whole) * 1e6)  # ts - whole is exact for 0 <= ts
     if micros >= 1_000_000:
         whole += 1
         micros -= 1_000_000
-    return f"{_second(int(whole))}.{micros // 1000:03d}Z"
+    text = _SECONDS.get(whole)
+    if text is None:
+        text = _second(whole)
+    return f"{text}.{micros // 1000:03d}Z"
 
 
-def _entry(item: NodeAssessment) -> dict[str, Any]:
-    """One ``status.nodes[]`` entry (same as :func:`mco_py.model.assessment_to_dict`)."""
-    isfinite = math.isfinite
-    out: dict[str, Any] = {"name": item.name, "level": _LEVEL_TEXT[item.level], "score": round(item.score, 2)}
-    if item.signals:
-        out["signals"] = {k: round(v, 4) for k, v in item.signals.items() if isfinite(v)}
-    if item.last_sample_time is not None:
-        out["lastSampleTime"] = fast_format_time(item.last_sample_time)
-    out["reasons"] = list(item.reasons)
-    return out
+def rounded_signals(signals: Mapping[str, float]) -> dict[str, float]:
+    """``{name: round_to(value, 1e4)}`` without the non-finite values; inlined for the common all-finite case."""
+    try:
+        return {k: round(v * 1e4) / 1e4 for k, v in signals.items()}
+    except (OverflowError, ValueError):  # a non-finite (or huge) value somewhere: the careful way
+        isfinite = math.isfinite
+        return {k: round_to(v, 1e4) for k, v in signals.items() if isfinite(v)}
 
 
 class Cached:
     """One node's entry built from ``item`` on demand, plus its stripped form and sizes (for the size fitting)."""
 
-    __slots__ = ("_bare", "_detail", "_entry", "_has_detail", "item")
+    __slots__ = ("_bare", "_detail", "_entry", "_time", "has_detail", "item")
 
     def __init__(self, item: NodeAssessment) -> None:
         self.item = item
         self._entry: dict[str, Any] | None = None
-        self._bare: tuple[NodeAssessment, dict[str, Any]] | None = None
+        self._bare: dict[str, Any] | None = None
         self._detail = -1
-        self._has_detail: bool | None = None
-
-    @property
-    def has_detail(self) -> bool:
+        self._time: str | None = None
+        self.has_detail = bool(item.reasons or item.signals)
         """True when the entry has signals or reasons to strip."""
-        if self._has_detail is None:
-            item = self.item
-            self._has_detail = bool(item.reasons) or any(math.isfinite(v) for v in item.signals.values())
-        return self._has_detail
+
+    def _head(self) -> dict[str, Any]:
+        """The entry's name, level, score and lastSampleTime (a new dict each call)."""
+        item = self.item
+        score = round_to(item.score, 100.0)
+        out: dict[str, Any] = {"name": item.name, "level": _LEVEL_TEXT[item.level], "score": score}
+        if item.last_sample_time is not None:
+            if self._time is None:
+                self._time = fast_format_time(item.last_sample_time)
+            out["lastSampleTime"] = self._time
+        return out
 
     @property
     def entry(self) -> dict[str, Any]:
         """The full entry; shared between reports: never mutate it (copy first)."""
         if self._entry is None:
-            self._entry = _entry(self.item)
+            item = self.item
+            if not item.signals:
+                entry = self._head()
+            else:  # same key order as the plain builder: signals before lastSampleTime
+                entry = {"name": item.name, "level": _LEVEL_TEXT[item.level], "score": round_to(item.score, 100.0)}
+                entry["signals"] = rounded_signals(item.signals)
+                if item.last_sample_time is not None:
+                    if self._time is None:
+                        self._time = fast_format_time(item.last_sample_time)
+                    entry["lastSampleTime"] = self._time
+            entry["reasons"] = list(item.reasons)
+            self._entry = entry
         return self._entry
 
     @property
-    def bare(self) -> tuple[NodeAssessment, dict[str, Any]]:
-        """The assessment and entry without signals and reasons (the full ones when there is no detail)."""
+    def bare_entry(self) -> dict[str, Any]:
+        """The entry without signals and reasons (the full one when there is no detail)."""
         if self._bare is None:
-            item = self.item
             if not self.has_detail:
-                self._bare = (item, self.entry)
+                self._bare = self.entry
             else:
-                entry: dict[str, Any] = {
-                    "name": item.name,
-                    "level": _LEVEL_TEXT[item.level],
-                    "score": round(item.score, 2),
-                }
-                if item.last_sample_time is not None:
-                    entry["lastSampleTime"] = fast_format_time(item.last_sample_time)
-                entry["reasons"] = []
-                self._bare = (NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ()), entry)
+                bare = self._head()
+                bare["reasons"] = []
+                self._bare = bare
         return self._bare
+
+    def bare_item(self) -> NodeAssessment:
+        """The assessment without signals and reasons (a new object when there was detail)."""
+        item = self.item
+        if not self.has_detail:
+            return item
+        return NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ())
 
     def detail(self, encoded_size: Callable[[object], int]) -> int:
         """Encoded bytes the detail adds to the entry (0 without detail)."""
@@ -174,15 +197,14 @@ def fast_status(report: Report) -> dict[str, Any]:
         summary[key] = 0
     level_key = _LEVEL_KEY
     level_text = _LEVEL_TEXT
-    isfinite = math.isfinite
     entries: list[dict[str, Any]] = []
     append = entries.append
     for item in report.nodes:
         level = item.level
         summary[level_key[level]] += 1
-        out: dict[str, Any] = {"name": item.name, "level": level_text[level], "score": round(item.score, 2)}
+        out: dict[str, Any] = {"name": item.name, "level": level_text[level], "score": round_to(item.score, 100.0)}
         if item.signals:
-            out["signals"] = {k: round(v, 4) for k, v in item.signals.items() if isfinite(v)}
+            out["signals"] = rounded_signals(item.signals)
         if item.last_sample_time is not None:
             out["lastSampleTime"] = fast_format_time(item.last_sample_time)
         out["reasons"] = list(item.reasons)

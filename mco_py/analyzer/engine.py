@@ -158,7 +158,7 @@ class Engine:
             else:
                 fitted = Fitted(report, 0, status=self._status.build(report))
         self.metrics.generation.observe(time.perf_counter() - started)
-        self.metrics.publish_nodes(report.nodes, forgotten)
+        self.metrics.publish_nodes(report.nodes)
         self.metrics.detail_dropped.set(fitted.report.detail_dropped)
         self.metrics.nodes_dropped.set(len(fitted.nodes_dropped))
         if fitted.size:

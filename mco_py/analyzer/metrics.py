@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from mco_py.analysis.samples import REJECT_REASONS
 from mco_py.model import NodeAssessment
@@ -12,19 +14,37 @@ from mco_py.model import NodeAssessment
 RELOAD_RESULTS = ("success", "unchanged", "invalid", "missing", "error")
 
 
+class _NodeSeries(Collector):
+    """``mco_node_interference_level`` and ``_score`` per node, read from the last report at scrape time.
+
+    Setting 20,000 labelled gauges after every build cost more than the build of the
+    unchanged report; a scrape (every 15-60 s) walks the node list once instead.
+    """
+
+    def __init__(self) -> None:
+        self.nodes: Sequence[NodeAssessment] = ()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        nodes = self.nodes  # one reference read: a concurrent publish swaps the whole tuple
+        level = GaugeMetricFamily(
+            "mco_node_interference_level",
+            "Interference level per node: None=0, Low=1, Medium=2, High=3, Unknown=-1",
+            labels=["node"],
+        )
+        score = GaugeMetricFamily("mco_node_interference_score", "Interference score per node, 0-100", labels=["node"])
+        for item in nodes:
+            level.add_metric([item.name], item.level.code)
+            score.add_metric([item.name], item.score)
+        yield level
+        yield score
+
+
 class AnalyzerMetrics:
     """Every series the analyzer exports. Label values are bounded (node names aside)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.level = Gauge(
-            "mco_node_interference_level",
-            "Interference level per node: None=0, Low=1, Medium=2, High=3, Unknown=-1",
-            ["node"],
-            registry=registry,
-        )
-        self.score = Gauge(
-            "mco_node_interference_score", "Interference score per node, 0-100", ["node"], registry=registry
-        )
+        self._node_series = _NodeSeries()
+        registry.register(self._node_series)
         self.generation = Histogram(
             "mco_analyzer_report_generation_duration_seconds",
             "Time to build and size-check one report",
@@ -76,7 +96,6 @@ class AnalyzerMetrics:
         self.rules_reloads = Counter(
             "mco_analyzer_rules_reload_total", "Rules reload attempts by result", ["result"], registry=registry
         )
-        self._children: dict[str, tuple[Gauge, Gauge]] = {}
         self.samples.labels("accepted", "none")
         for reason in REJECT_REASONS:
             self.samples.labels("rejected", reason)
@@ -85,18 +104,7 @@ class AnalyzerMetrics:
         for result in RELOAD_RESULTS:
             self.rules_reloads.labels(result)
 
-    def publish_nodes(self, nodes: tuple[NodeAssessment, ...] | list[NodeAssessment], forgotten: list[str]) -> None:
-        """Per-node series for ``nodes``; the series of ``forgotten`` nodes are removed."""
-        children = self._children
-        for item in nodes:
-            pair = children.get(item.name)
-            if pair is None:
-                pair = children[item.name] = (self.level.labels(item.name), self.score.labels(item.name))
-            pair[0].set(item.level.code)
-            pair[1].set(item.score)
-        for name in forgotten:
-            children.pop(name, None)
-            for gauge in (self.level, self.score):
-                with contextlib.suppress(KeyError):
-                    gauge.remove(name)
+    def publish_nodes(self, nodes: tuple[NodeAssessment, ...]) -> None:
+        """Per-node series for exactly ``nodes`` from now on (forgotten nodes vanish with them)."""
+        self._node_series.nodes = nodes
         self.nodes.set(len(nodes))

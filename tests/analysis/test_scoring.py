@@ -9,7 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mco_py.analysis.rules import DetectionRules, Hysteresis, SignalRule, Smoothing, Staleness, default_rules
-from mco_py.analysis.scoring import RANKED_LEVELS, Scorer, level_for_score, reversals, score_signals, sub_score
+from mco_py.analysis.scoring import (
+    RANKED_LEVELS,
+    Scorer,
+    _hot_reasons,
+    _rule_texts,
+    level_for_score,
+    reversals,
+    score_signals,
+    sub_score,
+)
 from mco_py.model import Level, Sample, SignalReading
 
 T0 = 1_800_000_000.0
@@ -282,3 +291,11 @@ def test_staleness_unknown_then_forgotten(silence: float, stale: float, extra: f
         assert nodes[0].level is Level.UNKNOWN
     else:
         assert nodes[0].level is Level.NONE
+
+
+@given(st.fixed_dictionaries({n: values for n in ("psiIoSomeAvg10", "psiCpuSomeAvg10", "cpuStealPercent")}))
+def test_fast_reason_lines_match_the_contributions(given_values: dict[str, float]) -> None:
+    r = rules()
+    _, parts = score_signals(given_values, r)
+    above_warn = sorted((c for c in parts if c.value > c.rule.warn), key=lambda c: c.sub_score, reverse=True)
+    assert _hot_reasons(given_values, _rule_texts(r)) == [c.describe() for c in above_warn]
