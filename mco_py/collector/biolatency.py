@@ -54,6 +54,16 @@ class Window:
     """Average backends only: per device (mean ms, requests)."""
 
 
+def window_since(last: dict[tuple[int, int], int], current: dict[tuple[int, int], int]) -> Window:
+    """The interval's histograms from two readings of the in-kernel map keyed by (dev_t, log2 slot)."""
+    window = Window()
+    for (dev, slot), total in current.items():
+        delta = total - last.get((dev, slot), 0)
+        if delta > 0:
+            window.histograms.setdefault((dev >> MINORBITS, dev & ((1 << MINORBITS) - 1)), {})[slot] = delta
+    return window
+
+
 class BioBackend(Protocol):
     """One way to measure block request latency."""
 
@@ -91,11 +101,7 @@ class LibbpfBackend:
         for key, value in self._obj.items(self._fd, _HistKey, ctypes.c_uint64):
             assert isinstance(key, _HistKey)
             current[(int(key.dev), int(key.slot))] = value
-        window = Window()
-        for (dev, slot), total in current.items():
-            delta = total - self._last.get((dev, slot), 0)
-            if delta > 0:
-                window.histograms.setdefault((dev >> MINORBITS, dev & ((1 << MINORBITS) - 1)), {})[slot] = delta
+        window = window_since(self._last, current)
         self._last = current
         return window
 
@@ -141,11 +147,7 @@ class BccBackend:
 
     def take(self) -> Window:
         current = {(int(k.dev), int(k.slot)): int(v.value) for k, v in self._bpf["hist"].items()}
-        window = Window()
-        for (dev, slot), total in current.items():
-            delta = total - self._last.get((dev, slot), 0)
-            if delta > 0:
-                window.histograms.setdefault((dev >> MINORBITS, dev & ((1 << MINORBITS) - 1)), {})[slot] = delta
+        window = window_since(self._last, current)
         self._last = current
         return window
 

@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -43,6 +44,13 @@ class Response:
     content_type: str
     body: bytes
 
+
+class _Decoded(Protocol):
+    @property
+    def slow_path(self) -> bool: ...
+
+
+_Req = TypeVar("_Req", bound=_Decoded)
 
 _VOLCANO_PATH = re.compile(r"^/volcano(?:/v(?P<version>\d+(?:\.\d+)*))?/(?P<verb>predicate|prioritize)$")
 _SLASHES = re.compile(r"/{2,}")
@@ -212,17 +220,24 @@ class ExtenderApp:
         self.metrics.decode_errors.labels(route, "invalid").inc()
         self._log_problem(route, f"undecodable request; answering fail-open: {exc}", body)
 
+    def _decode(self, route: str, decode: Callable[[bytes | bytearray], _Req], body: bytes | bytearray) -> _Req | None:
+        """``decode(body)``, counting a slow-path decode; None (logged, counted) when it cannot be decoded."""
+        try:
+            req = decode(body)
+        except DecodeError as exc:
+            self._decode_failed(route, exc, body)
+            return None
+        if req.slow_path:
+            self.metrics.slow_decodes.labels(route).inc()
+        return req
+
     # -- Volcano --------------------------------------------------------
 
     def _volcano_predicate(self, version: str, body: bytes | bytearray) -> Response:
         route = "volcano_predicate"
-        try:
-            req = self.decoder.volcano_predicate(body)
-        except DecodeError as exc:
-            self._decode_failed(route, exc, body)
+        req = self._decode(route, self.decoder.volcano_predicate, body)
+        if req is None:
             return self._fail_open(route)
-        if req.slow_path:
-            self.metrics.slow_decodes.labels(route).inc()
         if req.node is None:
             self.metrics.decode_errors.labels(route, "no-node").inc()
             self._log_problem(route, "predicate request names no node; answering pass", body)
@@ -244,13 +259,9 @@ class ExtenderApp:
 
     def _volcano_prioritize(self, body: bytes | bytearray) -> Response:
         route = "volcano_prioritize"
-        try:
-            req = self.decoder.volcano_prioritize(body)
-        except DecodeError as exc:
-            self._decode_failed(route, exc, body)
+        req = self._decode(route, self.decoder.volcano_prioritize, body)
+        if req is None:
             return self._fail_open(route)
-        if req.slow_path:
-            self.metrics.slow_decodes.labels(route).inc()
         try:
             state = self.state()
             scores = {name: volcano_score(state, name, self.policy) for name in req.nodes}

@@ -32,13 +32,36 @@ _MAX_HEAD = 64 * 1024  # URL + headers; Volcano and kube-scheduler send a few hu
 
 
 def _head(status: int, content_type: str, length: int, keep_alive: bool) -> bytes:
-    return b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n" % (
-        status,
-        _REASONS.get(status, b"Status"),
-        content_type.encode("latin-1"),
-        length,
-        b"" if keep_alive else b"Connection: close\r\n",
-    )
+    key = (status, content_type, length, keep_alive)
+    head = _HEADS.get(key)
+    if head is None:
+        head = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n" % (
+            status,
+            _REASONS.get(status, b"Status"),
+            content_type.encode("latin-1"),
+            length,
+            b"" if keep_alive else b"Connection: close\r\n",
+        )
+        if len(_HEADS) < 1024:  # predicate replies repeat a handful of lengths
+            _HEADS[key] = head
+    return head
+
+
+_HEADS: dict[tuple[int, str, int, bool], bytes] = {}
+_PATHS: dict[bytes, str] = {}
+"""Raw request target -> path; schedulers call a handful of URLs (bounded like ``_HEADS``)."""
+
+
+def _path_of(url: bytes) -> str:
+    path = _PATHS.get(url)
+    if path is None:
+        try:
+            path = httptools.parse_url(url).path.decode("utf-8", "replace")
+        except httptools.HttpParserInvalidURLError:
+            path = url.decode("latin-1")
+        if len(_PATHS) < 1024:
+            _PATHS[url] = path
+    return path
 
 
 class _Connection(asyncio.Protocol):
@@ -152,10 +175,7 @@ class _Connection(asyncio.Protocol):
         self._buffer = None
         self._chunks = []
         method = self._parser.get_method().decode("latin-1")
-        try:
-            path = httptools.parse_url(self._url).path.decode("utf-8", "replace")
-        except httptools.HttpParserInvalidURLError:
-            path = self._url.decode("latin-1")
+        path = _path_of(self._url)
         response: Response = self._app.handle(method, path, body, too_large=self._too_large)
         keep_alive = self._parser.should_keep_alive()
         payload = b"" if method == "HEAD" else response.body

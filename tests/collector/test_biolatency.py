@@ -15,12 +15,14 @@ from hypothesis import strategies as st
 
 from mco_py.collector.biolatency import (
     AVG,
+    MINORBITS,
     P99,
     REQUESTS,
     BioConfig,
     BioLatencySource,
     default_bpf_dir,
     probe_bcc,
+    window_since,
 )
 from mco_py.collector.signals import Absence, Reading, Unavailable
 from mco_py.collector.tracefs import parse_trace_line
@@ -253,3 +255,12 @@ def test_tracefs_mounted_when_needed(tmp_path: Path) -> None:
     finally:
         source.close()
         subprocess.run(["umount", str(mount_point)], check=False)
+
+
+def test_window_since_splits_dev_t_and_keeps_only_growth() -> None:
+    dev = (8 << MINORBITS) | 16  # sdb
+    last = {(dev, 3): 10, (dev, 4): 5}
+    current = {(dev, 3): 14, (dev, 4): 5, (dev, 9): 2}
+    window = window_since(last, current)
+    assert window.histograms == {(8, 16): {3: 4, 9: 2}}
+    assert window_since(current, current).histograms == {}
