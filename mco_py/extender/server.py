@@ -44,7 +44,7 @@ def _head(status: int, content_type: str, length: int, keep_alive: bool) -> byte
 class _Connection(asyncio.Protocol):
     """One client connection; httptools calls the ``on_*`` methods while we feed it bytes."""
 
-    def __init__(self, app: ExtenderApp, max_body: int, live: set[asyncio.BaseTransport] | None = None) -> None:
+    def __init__(self, app: ExtenderApp, max_body: int, live: set[asyncio.Transport] | None = None) -> None:
         self._app = app
         self._max_body = max_body
         self._live = live
@@ -67,7 +67,7 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
         if self._live is not None:
-            self._live.add(transport)
+            self._live.add(transport)  # type: ignore[arg-type]
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
@@ -181,7 +181,7 @@ class RunningServer:
     loop: asyncio.AbstractEventLoop
     thread: threading.Thread
     server: asyncio.AbstractServer
-    connections: set[asyncio.BaseTransport] = field(default_factory=set)
+    connections: set[asyncio.Transport] = field(default_factory=set)
     """Open client connections (kept by the loop thread)."""
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -206,7 +206,7 @@ async def create_server(
     *,
     max_body: int = 128 * 1024 * 1024,
     reuse_port: bool = False,
-    live: set[asyncio.BaseTransport] | None = None,
+    live: set[asyncio.Transport] | None = None,
 ) -> tuple[asyncio.AbstractServer, int]:
     """Listen on ``host:port`` (0 = a free port); returns the server and the bound port.
 
@@ -245,7 +245,7 @@ def start_in_thread(
     loop = new_event_loop(use_uvloop)
     started = threading.Event()
     holder: dict[str, Any] = {}
-    live: set[asyncio.BaseTransport] = set()
+    live: set[asyncio.Transport] = set()
 
     def _run() -> None:
         asyncio.set_event_loop(loop)
@@ -289,7 +289,7 @@ def serve_forever(
     asyncio.set_event_loop(loop)
 
     async def _main() -> None:
-        live: set[asyncio.BaseTransport] = set()
+        live: set[asyncio.Transport] = set()
         server, bound = await create_server(app, host, port, max_body=max_body, live=live)
         if on_listening is not None:
             on_listening(bound)
