@@ -57,7 +57,8 @@ def test_metrics_server_on_port_zero_serves_the_registry() -> None:
     Counter("mco_test_events_total", "events", registry=registry).inc(3)
     server, port = start_metrics_server(registry, host="127.0.0.1", port=0)
     try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+            body = response.read().decode()
     finally:
         server.shutdown()
         server.server_close()
