@@ -69,7 +69,7 @@ class Process:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=30)
-        self._reader.join(10)
+        self._reader.join(30)  # EOF follows the exit; closing stderr under a running reader would crash it
         assert self.proc.stderr is not None
         self.proc.stderr.close()
         return code

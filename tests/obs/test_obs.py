@@ -15,11 +15,14 @@ from mco_py.obs.metrics import start_metrics_server
 
 def test_json_lines_carry_extra_fields_and_truncate_payloads() -> None:
     stream = io.StringIO()
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
     setup_logging("debug", stream=stream)
     try:
         logging.getLogger("mco.test").warning("bad body", extra={"node": "n1", "body": "x" * 5000})
     finally:
-        logging.getLogger().handlers[:] = []
+        root.handlers[:], level = saved  # later tests keep pytest's capture handlers and the root level
+        root.setLevel(level)
     line = json.loads(stream.getvalue())
     assert line["level"] == "warning"
     assert line["node"] == "n1"
