@@ -90,7 +90,7 @@ def sample(node: str, psi: float) -> Sample:
 def test_api_down_then_up_scoring_goes_on_and_report_catches_up(api: client.ApiClient, kube_api: Any) -> None:
     registry = CollectorRegistry()
     engine = Engine(default_rules(), metrics=AnalyzerMetrics(registry), identity="a1")
-    loop = ReportLoop(engine, KubeReportStore(api, backoff_seconds=0.01, request_timeout=2), interval=0.1)
+    loop = ReportLoop(engine, KubeReportStore(api, backoff_seconds=0.01, request_timeout=30), interval=0.1)
     engine.accept([sample("node-1", 5.0)], Outcome())
     assert loop.tick()
     kube_api.go_down()
