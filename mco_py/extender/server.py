@@ -299,7 +299,8 @@ def serve_forever(
                 loop.add_signal_handler(sig, done.set)
         async with server:
             await done.wait()
-            for transport in list(live):  # keep-alive clients: close them before the loop goes
+            server.close()  # no new connections, then drop the open (keep-alive) ones before the loop goes
+            for transport in list(live):
                 transport.abort()
 
     try:
