@@ -16,7 +16,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httptools
@@ -67,9 +67,10 @@ def _path_of(url: bytes) -> str:
 class _Connection(asyncio.Protocol):
     """One client connection; httptools calls the ``on_*`` methods while we feed it bytes."""
 
-    def __init__(self, app: ExtenderApp, max_body: int) -> None:
+    def __init__(self, app: ExtenderApp, max_body: int, live: set[asyncio.Transport] | None = None) -> None:
         self._app = app
         self._max_body = max_body
+        self._live = live
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
         self._reset()
@@ -88,12 +89,16 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
+        if self._live is not None:
+            self._live.add(transport)  # type: ignore[arg-type]
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._live is not None and self._transport is not None:
+            self._live.discard(self._transport)
         self._transport = None
         self._reset()
 
@@ -196,10 +201,18 @@ class RunningServer:
     loop: asyncio.AbstractEventLoop
     thread: threading.Thread
     server: asyncio.AbstractServer
+    connections: set[asyncio.Transport] = field(default_factory=set)
+    """Open client connections (kept by the loop thread)."""
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop listening, drop open connections (keep-alive clients included) and end the loop thread."""
+
         def _close() -> None:
             self.server.close()
+            # Server.close() leaves accepted connections open; closing the loop with them
+            # open leaks their sockets (uvloop raises ResourceWarning in this thread).
+            for transport in list(self.connections):
+                transport.abort()
             self.loop.stop()
 
         self.loop.call_soon_threadsafe(_close)
@@ -213,11 +226,15 @@ async def create_server(
     *,
     max_body: int = 128 * 1024 * 1024,
     reuse_port: bool = False,
+    live: set[asyncio.Transport] | None = None,
 ) -> tuple[asyncio.AbstractServer, int]:
-    """Listen on ``host:port`` (0 = a free port); returns the server and the bound port."""
+    """Listen on ``host:port`` (0 = a free port); returns the server and the bound port.
+
+    ``live``, when given, holds the transports of open connections (to close them on shutdown).
+    """
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: _Connection(app, max_body), host, port, backlog=1024, reuse_port=reuse_port or None
+        lambda: _Connection(app, max_body, live), host, port, backlog=1024, reuse_port=reuse_port or None
     )
     bound = server.sockets[0].getsockname()[1]
     return server, int(bound)
@@ -248,12 +265,13 @@ def start_in_thread(
     loop = new_event_loop(use_uvloop)
     started = threading.Event()
     holder: dict[str, Any] = {}
+    live: set[asyncio.Transport] = set()
 
     def _run() -> None:
         asyncio.set_event_loop(loop)
         try:
             holder["server"], holder["port"] = loop.run_until_complete(
-                create_server(app, host, port, max_body=max_body)
+                create_server(app, host, port, max_body=max_body, live=live)
             )
         except BaseException as exc:
             holder["error"] = exc
@@ -271,7 +289,7 @@ def start_in_thread(
     started.wait()
     if "error" in holder:
         raise holder["error"]
-    return RunningServer(port=holder["port"], loop=loop, thread=thread, server=holder["server"])
+    return RunningServer(port=holder["port"], loop=loop, thread=thread, server=holder["server"], connections=live)
 
 
 def serve_forever(
@@ -291,7 +309,8 @@ def serve_forever(
     asyncio.set_event_loop(loop)
 
     async def _main() -> None:
-        server, bound = await create_server(app, host, port, max_body=max_body)
+        live: set[asyncio.Transport] = set()
+        server, bound = await create_server(app, host, port, max_body=max_body, live=live)
         if on_listening is not None:
             on_listening(bound)
         done = stop or asyncio.Event()
@@ -300,6 +319,9 @@ def serve_forever(
                 loop.add_signal_handler(sig, done.set)
         async with server:
             await done.wait()
+            server.close()  # no new connections, then drop the open (keep-alive) ones before the loop goes
+            for transport in list(live):
+                transport.abort()
 
     try:
         loop.run_until_complete(_main())

@@ -79,7 +79,7 @@ def test_store_rereads_and_retries_on_conflict(api: client.ApiClient, kube_api: 
         return [r.code for r in list(kube_api.requests) if "nodeinterferencereports/cluster/status" in r.path]
 
     # the server records a request after answering it: wait for the record of the last one
-    assert wait_until(lambda: codes()[-3:] == [409, 409, 200], timeout=5), codes()
+    assert wait_until(lambda: codes()[-3:] == [409, 409, 200]), codes()
     assert {n["name"] for n in get_nir(api)["status"]["nodes"]} == {"node-1", "node-9"}
 
 
@@ -90,7 +90,7 @@ def sample(node: str, psi: float) -> Sample:
 def test_api_down_then_up_scoring_goes_on_and_report_catches_up(api: client.ApiClient, kube_api: Any) -> None:
     registry = CollectorRegistry()
     engine = Engine(default_rules(), metrics=AnalyzerMetrics(registry), identity="a1")
-    loop = ReportLoop(engine, KubeReportStore(api, backoff_seconds=0.01, request_timeout=2), interval=0.1)
+    loop = ReportLoop(engine, KubeReportStore(api, backoff_seconds=0.01, request_timeout=30), interval=0.1)
     engine.accept([sample("node-1", 5.0)], Outcome())
     assert loop.tick()
     kube_api.go_down()
@@ -150,7 +150,7 @@ def test_rules_hot_reload_from_configmap_with_a_bad_document_in_between(api: cli
     assert registry.get_sample_value("mco_analyzer_rules_reload_total", {"result": "invalid"}) == 2
 
 
-def wait_until(cond: Callable[[], bool], timeout: float = 15.0) -> bool:
+def wait_until(cond: Callable[[], bool], timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
@@ -163,17 +163,47 @@ def lease(api_client: client.ApiClient) -> Any:
     return client.CoordinationV1Api(api_client).read_namespaced_lease("mco-analyzer", NS)
 
 
+class LeaseClock:
+    """Wall clock and monotonic clock for LeaseElector that move only when the test says so.
+
+    With the real clocks a 1 s lease could expire between two calls on a busy host
+    (a follower taking over when the test expects the holder to keep the lease).
+    """
+
+    def __init__(self) -> None:
+        self.wall = time.time()
+        self.mono = 1000.0
+
+    def advance(self, seconds: float) -> None:
+        self.wall += seconds
+        self.mono += seconds
+
+    def elector(self, api_client: client.ApiClient, identity: str) -> LeaseElector:
+        return LeaseElector(
+            api_client,
+            identity=identity,
+            lease_duration=1.0,
+            clock=lambda: self.wall,
+            monotonic=lambda: self.mono,
+        )
+
+
 def test_lease_one_leader_then_handover(api: client.ApiClient) -> None:
-    a = LeaseElector(api, identity="analyzer-a", lease_duration=1.0)
-    b = LeaseElector(api, identity="analyzer-b", lease_duration=1.0)
+    clock = LeaseClock()
+    a = clock.elector(api, "analyzer-a")
+    b = clock.elector(api, "analyzer-b")
     assert a.try_acquire_or_renew()
     assert not b.try_acquire_or_renew()
+    clock.advance(0.5)
     assert a.try_acquire_or_renew(), "the holder renews"
+    clock.advance(0.7)
+    assert not b.try_acquire_or_renew(), "renewed 0.7 s ago: not expired"
     first = lease(api)
     assert first.spec.holder_identity == "analyzer-a"
     assert first.spec.lease_duration_seconds == 1
     # a stops renewing (crashed): b takes over once the lease has expired
-    assert wait_until(b.try_acquire_or_renew)
+    clock.advance(0.5)
+    assert b.try_acquire_or_renew()
     taken = lease(api)
     assert taken.spec.holder_identity == "analyzer-b"
     assert taken.spec.lease_transitions == 1
@@ -187,13 +217,14 @@ def test_lease_one_leader_then_handover(api: client.ApiClient) -> None:
 
 
 def test_only_the_leader_writes(api: client.ApiClient) -> None:
+    clock = LeaseClock()
     engines = {}
     loops = {}
     electors = {}
     for name in ("a", "b"):
         engine = Engine(default_rules(), metrics=AnalyzerMetrics(CollectorRegistry()), identity=name)
         engine.accept([sample("node-1", 90.0)], Outcome())  # both get the same stream: warm state
-        elector = LeaseElector(api, identity=name, lease_duration=1.0)
+        elector = clock.elector(api, name)
         electors[name] = elector
         engines[name] = engine
         loops[name] = ReportLoop(engine, KubeReportStore(api), interval=0.1, is_leader=lambda e=elector: e.is_leader)
@@ -202,7 +233,9 @@ def test_only_the_leader_writes(api: client.ApiClient) -> None:
     assert loops["a"].tick()
     assert not loops["b"].tick()
     assert get_nir(api)["status"]["analyzer"]["identity"] == "a"
-    assert wait_until(electors["b"].try_acquire_or_renew)
+    clock.advance(1.5)  # a stops renewing
+    assert not loops["a"].tick(), "a lapsed leader does not write"
+    assert electors["b"].try_acquire_or_renew()
     assert loops["b"].tick()
     status = get_nir(api)["status"]
     assert status["analyzer"]["identity"] == "b"
@@ -230,7 +263,7 @@ def cluster_process(kubeconfig: Path, identity: str) -> Any:
         "--rules-interval",
         "0.2",
         "--lease-duration",
-        "1",
+        "3",  # renewed every second; a leader starved for 1 s on a busy host keeps the lease
     )
 
 
@@ -257,7 +290,7 @@ def test_two_analyzer_processes_hand_over_the_report(api: client.ApiClient, kube
         assert crd_schema.errors(get_nir(api)) == []
         new_writer = "analyzer-2" if leader is first else "analyzer-1"
         assert leader.stop() == 0  # releases the Lease
-        assert wait_until(lambda: writer() == new_writer, timeout=10)
+        assert wait_until(lambda: writer() == new_writer)
         status = get_nir(api)["status"]
         assert status["nodes"][0]["name"] == "node-1"
         assert status["nodes"][0]["level"] == "High"

@@ -69,7 +69,7 @@ class Process:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=30)
-        self._reader.join(10)
+        self._reader.join(30)  # EOF follows the exit; closing stderr under a running reader would crash it
         assert self.proc.stderr is not None
         self.proc.stderr.close()
         return code
@@ -166,7 +166,12 @@ def test_rules_hot_reload_keeps_last_good_rules(standalone: tuple[Process, Path,
     send(proc.grpc_port, "node-1", 30.0, 1)
     rules.write_text("version: broken\nsignals:\n  psiIoSomeAvg10: {warn: 50, critical: 10}\n")
     proc.wait_for(lambda: 'mco_analyzer_rules_reload_total{result="invalid"} 1.0' in proc.metrics(), "invalid")
-    assert any("critical (10) must be greater than warn (50)" in line.get("message", "") for line in proc.lines)
+    # stderr is read by a thread: the warning may reach proc.lines a little after the metric
+    proc.wait_for(
+        lambda: any("critical (10) must be greater than warn (50)" in line.get("message", "") for line in proc.lines),
+        "the invalid-rules warning in the log",
+    )
+    proc.wait_for(lambda: "status" in read_report(report), "a report written after the bad rules")
     assert read_report(report)["status"]["analyzer"]["rulesVersion"] == "2026.11.1"
     rules.write_text(default_rules_text().replace('version: "2026.11.1"', 'version: "v2-test"'))
     proc.wait_for(

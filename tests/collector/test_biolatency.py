@@ -170,6 +170,17 @@ def _our_bpf_programs() -> list[str]:
     return [p["name"] for p in json.loads(out) if p.get("id") in ids and p.get("name", "").startswith("mco_rq_")]
 
 
+def wait_traced(source: BioLatencySource, count: int, timeout: float = 30.0) -> None:
+    """Wait until the tracefs reader thread has matched ``count`` completions (it drains trace_pipe on its own)."""
+    tracer = source._backend._tracer  # type: ignore[union-attr]  # test-only look at the reader's progress
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with tracer._lock:
+            if sum(tracer._hist.values()) >= count:
+                return
+        time.sleep(0.02)
+
+
 @pytest.mark.root
 @needs_root
 def test_libbpf_and_tracefs_agree_under_direct_writes() -> None:
@@ -187,7 +198,7 @@ def test_libbpf_and_tracefs_agree_under_direct_writes() -> None:
         bpf.read(0.0)
         trace.read(0.0)
         direct_writes(1500)
-        time.sleep(0.5)  # let the tracefs reader drain trace_pipe
+        wait_traced(trace, 1000)  # the tracefs reader drains trace_pipe in its own thread
         bpf_readings, trace_readings = bpf.read(1.0), trace.read(1.0)
     finally:
         bpf.close()
@@ -246,7 +257,7 @@ def test_tracefs_mounted_when_needed(tmp_path: Path) -> None:
         assert len(ours) == 1
         source.read(0.0)
         direct_writes(100)
-        time.sleep(0.3)
+        wait_traced(source, 100)
         requests = node(source.read(1.0), REQUESTS)
         assert requests.value is not None
         assert requests.value >= 100

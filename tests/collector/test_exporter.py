@@ -17,7 +17,7 @@ from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
         text = response.read().decode()
     out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for family in text_string_to_metric_families(text):
@@ -48,7 +48,7 @@ def test_running_collector_exports_fixture_values(host_tree: Path) -> None:
     daemon = CollectorDaemon(settings, sampler, registry=CollectorRegistry())
     try:
         daemon.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while True:
             series = scrape(daemon.port)
             if series.get(("mco_collector_samples_total", ())) and series[("mco_collector_samples_total", ())] >= 2:

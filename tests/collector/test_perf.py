@@ -56,6 +56,7 @@ def test_software_counters_sum_over_cpus() -> None:
     cpus = online_cpus(Path("/sys"))
     counters = PerfCounters((CPU_CLOCK, CTX_SWITCHES), cpus)
     try:
+        started = time.monotonic()  # before the first read: elapsed covers the whole counted window
         assert counters.read_deltas() is None
         stop = threading.Event()
 
@@ -64,7 +65,6 @@ def test_software_counters_sum_over_cpus() -> None:
                 time.sleep(0.001)
 
         thread = threading.Thread(target=switcher)
-        started = time.monotonic()
         thread.start()
         time.sleep(0.4)
         stop.set()

@@ -64,7 +64,7 @@ def test_loop_publishes_after_the_first_sample_and_takes_new_intervals(host_tree
     loop.set_interval(0.02)
     thread = threading.Thread(target=loop.run)
     thread.start()
-    thread.join(timeout=10)
+    thread.join(timeout=30)
     assert not thread.is_alive()
     assert len(published) == 3
     assert all(s.interval > 0 for s in published)  # the priming sample is not sent

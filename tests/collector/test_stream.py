@@ -46,7 +46,7 @@ class Recorder(pb_grpc.AnalyzerServicer):
         with self.cond:
             return [s for b in self.batches for s in b.samples]
 
-    def wait_samples(self, count: int, timeout: float = 10.0) -> list[pb.Sample]:
+    def wait_samples(self, count: int, timeout: float = 30.0) -> list[pb.Sample]:
         deadline = time.monotonic() + timeout
         with self.cond:
             while sum(len(b.samples) for b in self.batches) < count:
@@ -68,7 +68,7 @@ def serve(
     return server, bound
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -149,7 +149,9 @@ def test_server_restart_reconnects_and_counts_drops() -> None:
         for i in range(2):
             stream.publish(sample_to_proto(make_sample(i)))
         recorder.wait_samples(2)
-        wait_for(lambda: stream.status().connected, what="connected")
+        # both acks processed: an ack still in flight when the server dies would put its
+        # sample back into the buffer (one more drop below)
+        wait_for(lambda: stream.status().sent == 2, what="both samples acknowledged")
         server.stop(None).wait()
         wait_for(lambda: not stream.status().connected, what="disconnect noticed")
         for i in range(2, 14):  # 12 samples into a buffer of 5: the 7 oldest are dropped
@@ -163,7 +165,7 @@ def test_server_restart_reconnects_and_counts_drops() -> None:
         samples = restarted.wait_samples(5)
         assert [s.timestamp_unix_nanos // 10**9 - 1_800_000_000 for s in samples] == list(range(9, 14))
         assert sum(b.dropped_since_last for b in restarted.batches) == 7
-        wait_for(lambda: stream.status().connected, what="reconnected")
+        wait_for(lambda: stream.status().connected and stream.status().sent >= 7, what="reconnected, acks in")
         final = stream.status()
         assert final.reconnects >= 1
         assert final.sent == 7

@@ -7,8 +7,13 @@ import json
 import socket
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from mco_py.analysis.policy import PolicySettings
+from mco_py.extender.app import ExtenderApp
+from mco_py.extender.server import start_in_thread
+from mco_py.extender.source import FileReportSource, NoLabels
+from mco_py.extender.wire import make_decoder
 from mco_py.model import Level
 
 from . import bodies, go_contract
@@ -479,3 +484,26 @@ def test_internal_errors_fail_open_on_every_route(make_extender):
     assert not result.error
     status, _ = ext.post("/kube/prioritize", bodies.dumps(bodies.kube_args(nodes, None)))
     assert status == 200
+
+
+def test_stop_closes_open_keep_alive_connections(fresh):
+    """A client still connected when the server stops: its connection is closed, nothing leaks.
+
+    Closing the loop with the connection open used to raise ResourceWarning in the
+    server thread (an error here: filterwarnings = error).
+    """
+    app = ExtenderApp(
+        policy=PolicySettings(),
+        source=FileReportSource(fresh.path),
+        labels=NoLabels(),
+        decoder=make_decoder("msgspec"),
+        registry=CollectorRegistry(),
+    )
+    running = start_in_thread(app)
+    with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
+        sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        running.stop(timeout=30)
+        assert not running.thread.is_alive()
+        assert sock.recv(65536) == b"", "the server closed the keep-alive connection"
+    assert not running.connections

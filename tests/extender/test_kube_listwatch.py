@@ -38,7 +38,7 @@ def create(api_client, name: str) -> None:
 def test_list_with_field_selector_and_watch_from_version(kube_api, api_client):
     create(api_client, "cluster")
     create(api_client, "other")
-    lw = KubeListWatch(api_client, PATH, field_selector="metadata.name=cluster", request_timeout=5)
+    lw = KubeListWatch(api_client, PATH, field_selector="metadata.name=cluster", request_timeout=30)
     items, version = lw.list()
     assert [i["metadata"]["name"] for i in items] == ["cluster"]
     assert version
@@ -49,7 +49,7 @@ def test_list_with_field_selector_and_watch_from_version(kube_api, api_client):
 
 def test_expired_version_raises_watch_expired(kube_api, api_client):
     create(api_client, "cluster")
-    lw = KubeListWatch(api_client, PATH, request_timeout=5)
+    lw = KubeListWatch(api_client, PATH, request_timeout=30)
     _, version = lw.list()
     create(api_client, "other")
     kube_api.expire_history()
@@ -58,7 +58,7 @@ def test_expired_version_raises_watch_expired(kube_api, api_client):
 
 
 def test_server_errors_and_unreachable_api_are_transport_errors(kube_api, api_client):
-    lw = KubeListWatch(api_client, PATH, request_timeout=2)
+    lw = KubeListWatch(api_client, PATH, request_timeout=30)
     kube_api.fail_next(count=1, path=f"^{PATH}$", code=500)
     with pytest.raises(TransportError, match="500"):
         lw.list()
@@ -72,10 +72,10 @@ def test_server_errors_and_unreachable_api_are_transport_errors(kube_api, api_cl
 
 
 def test_missing_crd_keeps_basic_mode_and_says_why(kube_api, kubeconfig):
-    source = WatchReportSource(KubeListWatch(load_api_client(kubeconfig), PATH, request_timeout=2), backoff_max=0.1)
+    source = WatchReportSource(KubeListWatch(load_api_client(kubeconfig), PATH, request_timeout=30), backoff_max=0.1)
     source.start()
     try:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while "404" not in (source.snapshot().problem or "") and time.monotonic() < deadline:
             time.sleep(0.02)
         snap = source.snapshot()

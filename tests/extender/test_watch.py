@@ -82,7 +82,7 @@ def nir(updated: float, *, name: str = "cluster", io: float = 61.2) -> dict[str,
     return {"metadata": {"name": name}, "status": {"lastUpdateTime": format_time(updated), "nodes": nodes}}
 
 
-def eventually(check, timeout: float = 5.0) -> None:
+def eventually(check, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
@@ -193,7 +193,8 @@ def test_backoff_doubles_up_to_the_cap_and_resets():
     thread.start()
     eventually(lambda: lw.lists == 1)
     lw.fail(TransportError("dropped"))
-    thread.join(5)
+    thread.join(30)
+    assert not thread.is_alive()
     assert sleeps == [0.1, 0.2, 0.4, 0.5, 0.5, 0.5, 0.1]
     assert reflector.status().synced
 

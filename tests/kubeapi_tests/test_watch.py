@@ -30,7 +30,7 @@ def test_watch_sees_updates_in_order(core: client.CoreV1Api) -> None:
     for i in range(2, 5):
         core.patch_namespaced_config_map("w", "default", {"data": {"v": str(i)}})
     core.delete_namespaced_config_map("w", "default")
-    events = _events(core, 5, resource_version=rv, timeout_seconds=5)
+    events = _events(core, 5, resource_version=rv, timeout_seconds=30)
     assert events == [
         ("ADDED", "w", "1"),
         ("MODIFIED", "w", "2"),
@@ -46,7 +46,7 @@ def test_watch_streams_live_changes(core: client.CoreV1Api) -> None:
     stream = watch.Watch()
 
     def consume() -> None:
-        for event in stream.stream(core.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=5):
+        for event in stream.stream(core.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=30):
             seen.append(f"{event['type']} {event['object'].metadata.name}")
             if len(seen) == 2:
                 stream.stop()
@@ -57,7 +57,7 @@ def test_watch_streams_live_changes(core: client.CoreV1Api) -> None:
     core.create_namespace({"metadata": {"name": "elsewhere"}})
     core.create_namespaced_config_map("elsewhere", {"metadata": {"name": "not-mine"}})
     core.delete_namespaced_config_map("live", "default")
-    reader.join(timeout=10)
+    reader.join(timeout=60)
     assert seen == ["ADDED live", "DELETED live"]
 
 
@@ -71,7 +71,7 @@ def test_too_old_resource_version_is_410_then_relist_works(core: client.CoreV1Ap
     # The informer's answer to 410: list again, watch from the new version.
     relisted = core.list_namespaced_config_map("default")
     core.create_namespaced_config_map("default", {"metadata": {"name": "b"}, "data": {"v": "b"}})
-    assert _events(core, 1, resource_version=relisted.metadata.resource_version, timeout_seconds=5) == [
+    assert _events(core, 1, resource_version=relisted.metadata.resource_version, timeout_seconds=30) == [
         ("ADDED", "b", "b")
     ]
 
@@ -82,7 +82,7 @@ def test_small_history_window_forces_410_as_the_raw_error_event() -> None:
         import http.client
         import json
 
-        conn = http.client.HTTPConnection(api.host, api.port, timeout=5)
+        conn = http.client.HTTPConnection(api.host, api.port, timeout=30)
         for i in range(5):
             payload = json.dumps({"metadata": {"name": f"c{i}"}})
             conn.request("POST", "/api/v1/namespaces/default/configmaps", payload, {"Content-Type": "application/json"})
@@ -110,14 +110,17 @@ def test_watch_without_version_starts_with_current_objects_and_sends_bookmarks(
     kube_api.bookmark_interval = 0.2
     core.create_namespaced_config_map("default", {"metadata": {"name": "existing"}})
     kinds = []
-    for event in watch.Watch().stream(
+    stream = watch.Watch()
+    for event in stream.stream(
         core.list_namespaced_config_map,
         "default",
         allow_watch_bookmarks=True,
-        timeout_seconds=1,
+        timeout_seconds=30,
         _preload_content=False,
     ):
         kinds.append(event["type"])
+        if event["type"] == "BOOKMARK":
+            stream.stop()
     assert kinds[0] == "ADDED"
     assert "BOOKMARK" in kinds
 
@@ -127,5 +130,5 @@ def test_label_selector_watch_reports_objects_leaving_and_entering(core: client.
     core.create_namespaced_config_map("default", {"metadata": {"name": "m", "labels": {"pick": "yes"}}})
     core.patch_namespaced_config_map("m", "default", {"metadata": {"labels": {"pick": "no"}}})
     core.patch_namespaced_config_map("m", "default", {"metadata": {"labels": {"pick": "yes"}}})
-    events = _events(core, 3, resource_version=rv, timeout_seconds=5, label_selector="pick=yes")
+    events = _events(core, 3, resource_version=rv, timeout_seconds=30, label_selector="pick=yes")
     assert [(t, n) for t, n, _ in events] == [("ADDED", "m"), ("DELETED", "m"), ("ADDED", "m")]

@@ -15,11 +15,14 @@ from mco_py.obs.metrics import start_metrics_server
 
 def test_json_lines_carry_extra_fields_and_truncate_payloads() -> None:
     stream = io.StringIO()
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
     setup_logging("debug", stream=stream)
     try:
         logging.getLogger("mco.test").warning("bad body", extra={"node": "n1", "body": "x" * 5000})
     finally:
-        logging.getLogger().handlers[:] = []
+        root.handlers[:], level = saved  # later tests keep pytest's capture handlers and the root level
+        root.setLevel(level)
     line = json.loads(stream.getvalue())
     assert line["level"] == "warning"
     assert line["node"] == "n1"
@@ -57,7 +60,8 @@ def test_metrics_server_on_port_zero_serves_the_registry() -> None:
     Counter("mco_test_events_total", "events", registry=registry).inc(3)
     server, port = start_metrics_server(registry, host="127.0.0.1", port=0)
     try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+            body = response.read().decode()
     finally:
         server.shutdown()
         server.server_close()
