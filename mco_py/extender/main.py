@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import gc
 import logging
 import sys
 from pathlib import Path
@@ -43,6 +44,20 @@ def tune_malloc() -> bool:
         return False
     ok = mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024) == 1
     return bool(mallopt(_M_TRIM_THRESHOLD, 1024 * 1024 * 1024) == 1 and ok)
+
+
+def tune_gc() -> None:
+    """Keep the cyclic GC off the request path's tail.
+
+    Everything alive after start-up (modules, config, the first report) is frozen out of
+    the collector's view, and the young generation is collected less often: a request
+    allocates a few hundred tracked objects (decoded labels and maps) that die with it,
+    so frequent young collections found nothing, and each full one walked every module
+    object — a pause of several milliseconds that landed on some unlucky request's p99.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 50, 100)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
             },
         )
 
+    tune_gc()
     try:
         serve_forever(
             app, cfg.host, cfg.port, max_body=cfg.max_body_bytes, on_listening=_listening, use_uvloop=not args.no_uvloop

@@ -143,8 +143,6 @@ class _Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         if self._content_length > self._max_body:
             self._too_large = True
-        elif self._content_length > 0:
-            self._buffer = bytearray(self._content_length)
         if self._expect_continue and self._transport is not None:
             # Go does not send it; curl does for bodies over 1 MiB and waits ~1 s otherwise.
             self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -153,6 +151,13 @@ class _Connection(asyncio.Protocol):
         if self._too_large:
             return
         size = len(chunk)
+        if not self._filled:
+            if size == self._content_length:  # the whole body in one piece (most small requests): no copy
+                self._chunks.append(chunk)
+                self._filled = size
+                return
+            if 0 < self._content_length <= self._max_body:  # preallocated from Content-Length: one copy
+                self._buffer = bytearray(self._content_length)
         if self._buffer is not None and self._filled + size <= len(self._buffer):
             self._buffer[self._filled : self._filled + size] = chunk
             self._filled += size
@@ -175,6 +180,8 @@ class _Connection(asyncio.Protocol):
             body = self._buffer  # no copy: a 74 MB prioritize body stays one buffer
         elif self._buffer is not None:
             body = bytes(self._buffer[: min(self._filled, len(self._buffer))]) + b"".join(self._chunks)
+        elif len(self._chunks) == 1:
+            body = self._chunks[0]
         else:
             body = b"".join(self._chunks)
         self._buffer = None

@@ -104,9 +104,11 @@ def fold_get(obj: Mapping[str, Any], name: str) -> Any:
     if name in obj:
         return obj[name]
     folded = name.casefold()
+    size = len(name)
     found: Any = None
     for key, value in obj.items():
-        if key.casefold() == folded:
+        # Go folds rune by rune (simple folding), so a match has as many characters
+        if len(key) == size and key.casefold() == folded:
             found = value
     return found
 
