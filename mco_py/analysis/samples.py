@@ -27,6 +27,7 @@ REJECT_REASONS: tuple[str, ...] = (
     "unauthorized_node",
     "invalid_events",
     "too_many_nodes",
+    "oversize_message",
 )
 
 #: Upper bounds per signal (inclusive); every signal must also be >= 0.

@@ -76,11 +76,35 @@ def cert_node_names(auth_context: Mapping[str, Iterable[bytes]]) -> frozenset[st
 class AnalyzerServicer(pb_grpc.AnalyzerServicer):
     """Decodes batches, lets the engine score them, acks each batch with its rejections."""
 
-    def __init__(self, engine: Engine, *, token: str | None = None, require_client_cert: bool = False) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        token: str | None = None,
+        require_client_cert: bool = False,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
         self.engine = engine
         self.token = token
         self.require_client_cert = require_client_cert
+        self.max_message_bytes = max_message_bytes
         self._once = OnceFilter()
+
+    def _oversize(self, batch: pb.SampleBatch, collector: str) -> Outcome | None:
+        """Every sample of ``batch`` rejected as ``oversize_message`` when it is over the limit, else None."""
+        size = batch.ByteSize()
+        if size <= self.max_message_bytes:
+            return None
+        outcome = Outcome()
+        exc = InvalidSample(
+            "oversize_message",
+            f"batch {batch.sequence} from {collector or 'an unnamed collector'} is {size} bytes, over the analyzer's "
+            f"maxMessageBytes {self.max_message_bytes}; send fewer samples per batch or raise --max-message-bytes",
+        )
+        for _ in range(len(batch.samples) or 1):
+            outcome.reject(exc)
+        self.engine.count(outcome)
+        return outcome
 
     async def _authorize(self, context: grpc.aio.ServicerContext[pb.SampleBatch, pb.Control]) -> frozenset[str] | None:
         metrics = self.engine.metrics
@@ -122,14 +146,18 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
                 collector = batch.collector[:253]
                 if batch.dropped_since_last:
                     engine.metrics.collector_dropped.inc(batch.dropped_since_last)
-                outcome = Outcome()
-                decoded: list[Sample] = []
-                for raw in batch.samples:
-                    try:
-                        decoded.append(codec.sample_from_proto(raw))
-                    except InvalidSample as exc:
-                        outcome.reject(exc)
-                engine.accept(decoded, outcome, allowed_nodes=allowed)
+                oversize = self._oversize(batch, collector)
+                if oversize is not None:
+                    outcome = oversize
+                else:
+                    outcome = Outcome()
+                    decoded: list[Sample] = []
+                    for raw in batch.samples:
+                        try:
+                            decoded.append(codec.sample_from_proto(raw))
+                        except InvalidSample as exc:
+                            outcome.reject(exc)
+                    engine.accept(decoded, outcome, allowed_nodes=allowed)
                 for reason, message in outcome.reasons.items():
                     if self._once.first(f"{collector}\0{reason}"):
                         log.warning(
@@ -162,6 +190,11 @@ class GrpcServer:
         self._thread.join(timeout=10)
 
 
+def transport_limit(max_message_bytes: int) -> int:
+    """The gRPC receive limit for a ``max_message_bytes`` setting (the servicer rejects what lies between)."""
+    return min(4 * max_message_bytes, 2**31 - 1)
+
+
 def create_server(
     engine: Engine,
     *,
@@ -172,14 +205,18 @@ def create_server(
 ) -> tuple[GrpcServer, int]:
     """Start the analyzer's gRPC server; returns it and the bound port (``listen`` may use port 0)."""
     credentials = tls.credentials() if tls else None
-    servicer = AnalyzerServicer(engine, token=token, require_client_cert=bool(tls and tls.ca))
+    servicer = AnalyzerServicer(
+        engine, token=token, require_client_cert=bool(tls and tls.ca), max_message_bytes=max_message_bytes
+    )
     started: Future[tuple[grpc.aio.Server, int]] = Future()
     loop = asyncio.new_event_loop()
 
     async def start() -> None:
         server = grpc.aio.server(
             options=[
-                ("grpc.max_receive_message_length", max_message_bytes),
+                # up to 4x the limit is read and rejected by the servicer (counted, acked, stream kept);
+                # beyond that the transport ends the stream with RESOURCE_EXHAUSTED (memory bound)
+                ("grpc.max_receive_message_length", transport_limit(max_message_bytes)),
                 ("grpc.max_send_message_length", 1024 * 1024),
                 ("grpc.so_reuseport", 0),
                 ("grpc.keepalive_permit_without_calls", 1),

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from mco_py.analysis.rules import default_rules
 from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
-from mco_py.analyzer.service import TLSFiles, create_server
+from mco_py.analyzer.service import TLSFiles, create_server, transport_limit
 from mco_py.errors import ConfigError
 from mco_py.model import Level, Sample, SignalReading
 from mco_py.rpc import codec
@@ -122,12 +122,30 @@ def test_many_streams_at_once_and_a_bad_one_harms_nobody(analyzer: Analyzer) -> 
     assert len(analyzer.engine.build_report().report.nodes) == 29
 
 
-def test_oversize_message_fails_only_its_stream() -> None:
+def test_oversize_batch_is_rejected_counted_and_the_stream_goes_on() -> None:
     a = Analyzer(max_message_bytes=64 * 1024)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch:
+            big = codec.batch_to_proto([good(f"node-{i}") for i in range(3000)], collector="big", sequence=1)
+            assert 64 * 1024 < big.ByteSize() <= transport_limit(64 * 1024)
+            after = codec.batch_to_proto([good("node-1", t=time.time() + 1)], collector="big", sequence=2)
+            first, second = stream(ch, [big, after])
+            assert (first.ack.accepted, first.ack.rejected) == (0, 3000)
+            assert "oversize_message" in first.ack.reject_reasons[0]
+            assert "--max-message-bytes" in first.ack.reject_reasons[0]
+            assert second.ack.accepted == 1
+        assert a.rejected("oversize_message") == 3000
+        assert len(a.engine.build_report().report.nodes) == 1
+    finally:
+        a.server.stop(0)
+
+
+def test_batch_over_the_transport_limit_fails_only_its_stream() -> None:
+    a = Analyzer(max_message_bytes=16 * 1024)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch:
             huge = codec.batch_to_proto([good(f"node-{i}") for i in range(3000)], collector="big", sequence=1)
-            assert huge.ByteSize() > 64 * 1024
+            assert huge.ByteSize() > transport_limit(16 * 1024)
             with pytest.raises(grpc.RpcError) as err:
                 stream(ch, [huge])
             assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
