@@ -101,10 +101,13 @@ static __always_inline int trace_complete(struct request *rq)
 	hkey.dev = request_dev(rq);
 	hkey.slot = latency_slot(delta_us);
 	count = bpf_map_lookup_elem(&hist, &hkey);
+	if (!count && bpf_map_update_elem(&hist, &hkey, &one, BPF_NOEXIST) == 0)
+		return 0;
+	/* the slot exists, or another CPU created it between our lookup and update: add to it */
+	if (!count)
+		count = bpf_map_lookup_elem(&hist, &hkey);
 	if (count)
 		__sync_fetch_and_add(count, 1);
-	else
-		bpf_map_update_elem(&hist, &hkey, &one, BPF_NOEXIST);
 	return 0;
 }
 
