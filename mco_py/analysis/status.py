@@ -1,13 +1,11 @@
 """A faster builder of the report ``status`` document. Pure.
 
-:func:`fast_status` returns exactly what :func:`mco_py.model.report_to_status` returns
-(a property test holds them equal); it exists because the analyzer builds the status
-of every node every few seconds: it formats times with a per-second cache and avoids
-the per-node function calls.
-
-:class:`StatusCache` goes further: it keeps each node's entry and rebuilds it only when
-the node's assessment is a different object (the scorer hands back the same
-:class:`~mco_py.model.NodeAssessment` while nothing about the node changed).
+:class:`StatusCache` builds exactly what :func:`mco_py.model.report_to_status` returns
+(a property test holds them equal) for the analyzer, which builds the status of every
+node every few seconds: it formats times with a per-second cache, and keeps each node's
+entry, rebuilding it only when the node's assessment is a different object (the scorer
+hands back the same :class:`~mco_py.model.NodeAssessment` while nothing about the node
+changed).
 """
 
 from __future__ import annotations
@@ -46,10 +44,7 @@ def fast_format_time(ts: float) -> str:
     if micros >= 1_000_000:
         whole += 1
         micros -= 1_000_000
-    text = _SECONDS.get(whole)
-    if text is None:
-        text = _second(whole)
-    return f"{text}.{micros // 1000:03d}Z"
+    return f"{_SECONDS.get(whole) or _second(whole)}.{micros // 1000:03d}Z"
 
 
 def rounded_signals(signals: Mapping[str, float]) -> dict[str, float]:
@@ -75,11 +70,16 @@ class Cached:
         self.has_detail = bool(item.reasons or item.signals)
         """True when the entry has signals or reasons to strip."""
 
-    def _head(self) -> dict[str, Any]:
-        """The entry's name, level, score and lastSampleTime (a new dict each call)."""
+    def _head(self, signals: dict[str, float] | None = None) -> dict[str, Any]:
+        """A new entry without reasons: name, level, score, ``signals`` when given, lastSampleTime."""
         item = self.item
-        score = round_to(item.score, 100.0)
-        out: dict[str, Any] = {"name": item.name, "level": _LEVEL_TEXT[item.level], "score": score}
+        out: dict[str, Any] = {
+            "name": item.name,
+            "level": _LEVEL_TEXT[item.level],
+            "score": round_to(item.score, 100.0),
+        }
+        if signals is not None:
+            out["signals"] = signals
         if item.last_sample_time is not None:
             if self._time is None:
                 self._time = fast_format_time(item.last_sample_time)
@@ -91,15 +91,7 @@ class Cached:
         """The full entry; shared between reports: never mutate it (copy first)."""
         if self._entry is None:
             item = self.item
-            if not item.signals:
-                entry = self._head()
-            else:  # same key order as the plain builder: signals before lastSampleTime
-                entry = {"name": item.name, "level": _LEVEL_TEXT[item.level], "score": round_to(item.score, 100.0)}
-                entry["signals"] = rounded_signals(item.signals)
-                if item.last_sample_time is not None:
-                    if self._time is None:
-                        self._time = fast_format_time(item.last_sample_time)
-                    entry["lastSampleTime"] = self._time
+            entry = self._head(rounded_signals(item.signals) if item.signals else None)
             entry["reasons"] = list(item.reasons)
             self._entry = entry
         return self._entry
@@ -188,30 +180,3 @@ class StatusCache:
         status = envelope(report)
         status["nodes"] = [rec.entry for rec in self.records(report)]
         return status
-
-
-def fast_status(report: Report) -> dict[str, Any]:
-    """``report_to_status(report)``, built faster."""
-    summary = {"nodes": len(report.nodes), "detailDropped": report.detail_dropped}
-    for key in _LEVEL_KEY.values():
-        summary[key] = 0
-    level_key = _LEVEL_KEY
-    level_text = _LEVEL_TEXT
-    entries: list[dict[str, Any]] = []
-    append = entries.append
-    for item in report.nodes:
-        level = item.level
-        summary[level_key[level]] += 1
-        out: dict[str, Any] = {"name": item.name, "level": level_text[level], "score": round_to(item.score, 100.0)}
-        if item.signals:
-            out["signals"] = rounded_signals(item.signals)
-        if item.last_sample_time is not None:
-            out["lastSampleTime"] = fast_format_time(item.last_sample_time)
-        out["reasons"] = list(item.reasons)
-        append(out)
-    return {
-        "lastUpdateTime": fast_format_time(report.last_update_time),
-        "analyzer": {"identity": report.analyzer_identity, "rulesVersion": report.rules_version},
-        "summary": summary,
-        "nodes": entries,
-    }

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from mco_py.analysis.report_size import encoded_size, fit_report
 from mco_py.analysis.rules import DetectionRules, Hysteresis, Staleness, default_rules
 from mco_py.analysis.scoring import Scorer
-from mco_py.analysis.status import StatusCache, fast_format_time, fast_status
+from mco_py.analysis.status import StatusCache, fast_format_time
 from mco_py.model import (
     SIGNAL_NAMES,
     Level,
@@ -56,11 +56,11 @@ assessments = st.builds(
     updated=times,
     dropped=st.integers(0, 10),
 )
-def test_fast_status_equals_report_to_status(nodes: list[NodeAssessment], updated: float, dropped: int) -> None:
+def test_status_cache_equals_report_to_status(nodes: list[NodeAssessment], updated: float, dropped: int) -> None:
     report = Report(
         last_update_time=updated, analyzer_identity="a", rules_version="r", nodes=tuple(nodes), detail_dropped=dropped
     )
-    fast, reference = fast_status(report), report_to_status(report)
+    fast, reference = StatusCache().build(report), report_to_status(report)
     assert json.dumps(fast) == json.dumps(reference)  # same keys, same order, same values (NaN-safe)
     assert not any(math.isnan(v) for n in fast["nodes"] for v in n.get("signals", {}).values())
 
