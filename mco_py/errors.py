@@ -49,6 +49,15 @@ class StoreUnavailable(ReportError):
     """The report store (API server, file system) cannot be reached right now."""
 
 
+def error_for_status(status: int, text: str) -> ReportError:
+    """The store error for an API reply with HTTP ``status`` (404: not found, 409: conflict, else unavailable)."""
+    if status == 404:
+        return ReportNotFound(text)
+    if status == 409:
+        return ReportConflict(text)
+    return StoreUnavailable(text)
+
+
 class DecodeError(MCOError):
     """A request or message from a peer cannot be decoded."""
 

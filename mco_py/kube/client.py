@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
-from mco_py.errors import ConfigError, MCOError, ReportConflict, ReportNotFound, StoreUnavailable
+from mco_py.errors import ConfigError, MCOError, StoreUnavailable, error_for_status
 
 
 def load_api_client(kubeconfig: str | Path | None = None, *, context: str | None = None) -> client.ApiClient:
@@ -51,12 +51,7 @@ def translate(exc: Exception, *, what: str) -> MCOError:
     """Map a client exception to the MCO error a caller can act on (raise it ``from exc``)."""
     if isinstance(exc, ApiException):
         status = int(exc.status or 0)
-        reason = f"{what}: HTTP {status} {exc.reason or ''}".strip()
-        if status == 404:
-            return ReportNotFound(reason)
-        if status == 409:
-            return ReportConflict(reason)
-        return StoreUnavailable(reason)
+        return error_for_status(status, f"{what}: HTTP {status} {exc.reason or ''}".strip())
     if isinstance(exc, HTTPError | OSError):
         return StoreUnavailable(f"{what}: API server unreachable: {exc}")
     return MCOError(f"{what}: {exc}")

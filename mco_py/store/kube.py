@@ -19,7 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from mco_py.errors import ReportConflict, ReportError, ReportNotFound, StoreUnavailable
+from mco_py.errors import ReportConflict, ReportError, ReportNotFound, StoreUnavailable, error_for_status
 from mco_py.model import GROUP, KIND, PLURAL, VERSION, Report, report_from_status, report_to_status
 
 log = logging.getLogger(__name__)
@@ -29,12 +29,7 @@ def translate(exc: Exception, *, what: str) -> ReportError:
     """Map a client exception to the store error a caller acts on (raise it ``from exc``)."""
     if isinstance(exc, ApiException):
         status = int(exc.status or 0)
-        text = f"{what}: HTTP {status} {exc.reason or ''}".strip()
-        if status == 404:
-            return ReportNotFound(text)
-        if status == 409:
-            return ReportConflict(text)
-        return StoreUnavailable(text)
+        return error_for_status(status, f"{what}: HTTP {status} {exc.reason or ''}".strip())
     return StoreUnavailable(f"{what}: API server unreachable: {exc}")
 
 
