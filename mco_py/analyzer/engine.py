@@ -38,9 +38,9 @@ class Outcome:
     counts: dict[str, int] = field(default_factory=dict)
     """Rejections per reason code."""
 
-    def reject(self, exc: InvalidSample) -> None:
-        self.rejected += 1
-        self.counts[exc.reason] = self.counts.get(exc.reason, 0) + 1
+    def reject(self, exc: InvalidSample, count: int = 1) -> None:
+        self.rejected += count
+        self.counts[exc.reason] = self.counts.get(exc.reason, 0) + count
         if exc.reason not in self.reasons and len(self.reasons) < MAX_ACK_REASONS:
             self.reasons[exc.reason] = f"{exc.reason}: {exc}"[:512]
 

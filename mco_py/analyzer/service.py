@@ -101,8 +101,7 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
             f"batch {batch.sequence} from {collector or 'an unnamed collector'} is {size} bytes, over the analyzer's "
             f"maxMessageBytes {self.max_message_bytes}; send fewer samples per batch or raise --max-message-bytes",
         )
-        for _ in range(len(batch.samples) or 1):
-            outcome.reject(exc)
+        outcome.reject(exc, count=len(batch.samples) or 1)
         self.engine.count(outcome)
         return outcome
 
