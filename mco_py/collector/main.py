@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry
 
@@ -23,7 +22,7 @@ from mco_py.collector.sampler import SampleLoop, Sampler, open_sources
 from mco_py.collector.signals import NodeSample
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import setup_logging
-from mco_py.obs.metrics import start_metrics_server
+from mco_py.obs.metrics import MetricsServer, start_metrics_server
 
 if TYPE_CHECKING:
     from mco_py.collector.stream import StreamFanout
@@ -186,7 +185,7 @@ class CollectorDaemon:
             self.loop.publish = self.fanout.publish
         self.loop.metrics = CollectorMetrics(self.registry, streams=self.fanout.statuses if self.fanout else None)
         self._settings = settings
-        self._server: WSGIServer | None = None
+        self._server: MetricsServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
 
@@ -202,9 +201,8 @@ class CollectorDaemon:
         self._thread.start()
 
     def wait(self) -> None:
-        """Block until the stop event is set."""
-        while not self.loop.stop.wait(1.0):
-            pass
+        """Block until the stop event is set (a signal handler setting it wakes the wait)."""
+        self.loop.stop.wait()
 
     def close(self) -> None:
         """Stop sampling, close the streams and the HTTP server (the caller closes the sampler)."""
