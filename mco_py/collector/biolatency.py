@@ -9,7 +9,6 @@ never as a P99). Each failed probe is kept as a reason and logged once.
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import logging
 import os
@@ -18,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from mco_py.collector import histogram
 from mco_py.collector.libbpf import BpfObject
@@ -78,10 +77,6 @@ class BioBackend(Protocol):
         ...
 
 
-class _HistKey(ctypes.Structure):
-    _fields_ = (("dev", ctypes.c_uint32), ("slot", ctypes.c_uint32))
-
-
 class LibbpfBackend:
     """CO-RE object on the block_rq_issue/complete tracepoints (tp_btf), loaded through libbpf1."""
 
@@ -91,16 +86,15 @@ class LibbpfBackend:
         self._obj = BpfObject(bpf_dir / "biolatency.bpf.o")
         try:
             self._fd = self._obj.map_fd("hist")
+            self._capacity = self._obj.max_entries("hist")
         except Unavailable:
             self._obj.close()
             raise
         self._last: dict[tuple[int, int], int] = {}
 
     def take(self) -> Window:
-        current: dict[tuple[int, int], int] = {}
-        for key, value in self._obj.items(self._fd, _HistKey, ctypes.c_uint64):
-            assert isinstance(key, _HistKey)
-            current[(int(key.dev), int(key.slot))] = value
+        # key: struct hist_key {u32 dev; u32 slot;}
+        current = cast(dict[tuple[int, int], int], self._obj.dump(self._fd, key_words=2, max_entries=self._capacity))
         window = window_since(self._last, current)
         self._last = current
         return window

@@ -23,13 +23,13 @@ class StealSource:
     backend = BACKEND
 
     def __init__(self, proc_root: Path, *, problems: ProblemLog | None = None) -> None:
-        self._path = proc_root / "stat"
+        self._path = str(proc_root / "stat")
         self._problems = problems or ProblemLog(log)
         self._last: tuple[int, int] | None = None
 
     def read(self, now: float) -> list[Reading]:
         try:
-            times = parse_cpu_stat(read_text(self._path), source=str(self._path))
+            times = parse_cpu_stat(read_text(self._path), source=self._path)
         except Unavailable as exc:
             self._problems.problem(STEAL, exc.reason)
             self._last = None
@@ -54,13 +54,13 @@ class OomSource:
     backend = BACKEND
 
     def __init__(self, proc_root: Path, *, problems: ProblemLog | None = None) -> None:
-        self._path = proc_root / "vmstat"
+        self._path = str(proc_root / "vmstat")
         self._problems = problems or ProblemLog(log)
         self._last: int | None = None
 
     def read(self, now: float) -> list[Reading]:
         try:
-            count = parse_vmstat_field(read_text(self._path), "oom_kill", source=str(self._path))
+            count = parse_vmstat_field(read_text(self._path), "oom_kill", source=self._path)
         except Unavailable as exc:
             self._problems.problem(OOM, exc.reason)
             self._last = None

@@ -55,6 +55,11 @@ class Libbpf:
             "bpf_map__fd": (ctypes.c_int, [_c_void_p]),
             "bpf_map_get_next_key": (ctypes.c_int, [ctypes.c_int, _c_void_p, _c_void_p]),
             "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, _c_void_p, _c_void_p]),
+            "bpf_map_lookup_batch": (
+                ctypes.c_int,
+                [ctypes.c_int, _c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_void_p],
+            ),
+            "bpf_map__max_entries": (ctypes.c_uint32, [_c_void_p]),
             "libbpf_set_print": (_c_void_p, [_c_void_p]),
         }
         for name, (restype, argtypes) in sig.items():
@@ -66,6 +71,10 @@ class Libbpf:
             func.argtypes = argtypes
         # Silence libbpf's own stderr chatter; failures are reported through errno.
         lib.libbpf_set_print(None)
+
+
+class _NoBatch(Exception):
+    """The kernel cannot (or did not) return the whole map in one batch."""
 
 
 class BpfObject:
@@ -82,6 +91,7 @@ class BpfObject:
             self._obj = None
             raise Unavailable(f"bpf_object__open_file({path.name}): {errno_text(code)}", errno_kind(code))
         self._links: list[int] = []
+        self._batch = True
         self.programs: list[str] = []
         try:
             rc = lib.bpf_object__load(self._obj)
@@ -106,34 +116,81 @@ class BpfObject:
 
     def map_fd(self, name: str) -> int:
         """File descriptor of the map called ``name``."""
+        return int(self._bpf.lib.bpf_map__fd(self._map(name)))
+
+    def max_entries(self, name: str) -> int:
+        """Capacity of the map called ``name``."""
+        return int(self._bpf.lib.bpf_map__max_entries(self._map(name)))
+
+    def _map(self, name: str) -> int:
         if self._obj is None:
             raise Unavailable("BPF object is closed", Absence.READ_ERROR)
-        bpf_map = self._bpf.lib.bpf_object__find_map_by_name(self._obj, name.encode())
+        bpf_map: int | None = self._bpf.lib.bpf_object__find_map_by_name(self._obj, name.encode())
         if not bpf_map:
             raise Unavailable(f"BPF object has no map {name!r}", Absence.UNSUPPORTED)
-        return int(self._bpf.lib.bpf_map__fd(bpf_map))
+        return bpf_map
 
-    def items(
-        self, fd: int, key_type: type[ctypes.Structure], value_type: type[ctypes.c_uint64]
-    ) -> Iterator[tuple[ctypes.Structure, int]]:
-        """Every (key, value) of a hash map (a snapshot that may miss keys added meanwhile)."""
+    def dump(self, fd: int, *, key_words: int, max_entries: int) -> dict[tuple[int, ...], int]:
+        """Every entry of a hash map keyed by ``key_words`` u32s with u64 values.
+
+        One ``BPF_MAP_LOOKUP_BATCH`` call (Linux >= 5.6) instead of two syscalls
+        per key; key by key where the kernel lacks it. A snapshot: keys added
+        meanwhile may be missed.
+        """
+        if self._batch:
+            try:
+                words, values = self._lookup_batch(fd, key_words, max_entries)
+            except _NoBatch:
+                self._batch = False
+            else:
+                return {tuple(words[i * key_words : (i + 1) * key_words]): v for i, v in enumerate(values)}
+        return {
+            tuple(memoryview(key).cast("I").tolist()): value
+            for key, value in self.items(fd, ctypes.sizeof(ctypes.c_uint32) * key_words)
+        }
+
+    def _lookup_batch(self, fd: int, key_words: int, max_entries: int) -> tuple[list[int], list[int]]:
         lib = self._bpf.lib
-        key = key_type()
-        next_key = key_type()
-        value = value_type()
+        capacity = max(1, max_entries)
+        keys = (ctypes.c_uint32 * (key_words * capacity))()
+        values = (ctypes.c_uint64 * capacity)()
+        token = (ctypes.c_uint32 * max(2, key_words))()  # "at least 4 bytes" for hash maps, a key for others
+        count = ctypes.c_uint32()
+        words: list[int] = []
+        out: list[int] = []
+        for round_ in range(capacity + 1):  # one round unless the map grows while we read
+            count.value = capacity
+            start = None if round_ == 0 else ctypes.byref(token)
+            rc = lib.bpf_map_lookup_batch(fd, start, ctypes.byref(token), keys, values, ctypes.byref(count), None)
+            code = ctypes.get_errno() if rc else 0
+            if rc and code != errno.ENOENT:  # ENOENT: this call reached the end of the map
+                if code in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.ENOSPC):
+                    raise _NoBatch
+                raise Unavailable(f"bpf_map_lookup_batch: {errno_text(code)}", errno_kind(code))
+            n = count.value
+            words += memoryview(keys).cast("B").cast("I")[: key_words * n].tolist()
+            out += values[:n]
+            if rc:
+                return words, out
+        raise _NoBatch
+
+    def items(self, fd: int, key_size: int) -> Iterator[tuple[bytes, int]]:
+        """Every (key bytes, u64 value) of a hash map, key by key (a snapshot that may miss keys added meanwhile)."""
+        lib = self._bpf.lib
+        key = ctypes.create_string_buffer(key_size)
+        next_key = ctypes.create_string_buffer(key_size)
+        value = ctypes.c_uint64()
         prev: object = None
         while True:
-            if lib.bpf_map_get_next_key(fd, prev, ctypes.byref(next_key)) != 0:
+            if lib.bpf_map_get_next_key(fd, prev, next_key) != 0:
                 code = ctypes.get_errno()
                 if code != errno.ENOENT:
                     raise Unavailable(f"bpf_map_get_next_key: {errno_text(code)}", errno_kind(code))
                 return
-            ctypes.memmove(ctypes.byref(key), ctypes.byref(next_key), ctypes.sizeof(key_type))
-            if lib.bpf_map_lookup_elem(fd, ctypes.byref(key), ctypes.byref(value)) == 0:
-                copy = key_type()
-                ctypes.memmove(ctypes.byref(copy), ctypes.byref(key), ctypes.sizeof(key_type))
-                yield copy, int(value.value)
-            prev = ctypes.byref(key)
+            ctypes.memmove(key, next_key, key_size)
+            if lib.bpf_map_lookup_elem(fd, key, ctypes.byref(value)) == 0:
+                yield key.raw, int(value.value)
+            prev = key
 
     def close(self) -> None:
         """Destroy the links (detaches the programs) and close the object (idempotent)."""

@@ -30,6 +30,12 @@ def signal_names() -> list[str]:
     return [signal_name(r, k, w) for r in RESOURCES for k in PSI_KINDS for w in (*WINDOWS, "rate")]
 
 
+#: (resource, kind) -> the avg10, avg60, avg300 and rate signal keys
+_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
+    (r, k): tuple(signal_name(r, k, what) for what in (*WINDOWS, "rate")) for r in RESOURCES for k in PSI_KINDS
+}
+
+
 class PsiSource:
     """Reads the three system-wide PSI files."""
 
@@ -37,16 +43,17 @@ class PsiSource:
 
     def __init__(self, proc_root: Path, *, problems: ProblemLog | None = None) -> None:
         self._root = proc_root / "pressure"
+        self._paths = {resource: str(self._root / resource) for resource in RESOURCES}
         self._problems = problems or ProblemLog(log)
-        self._last: dict[str, tuple[float, int]] = {}
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}
         self.backend = BACKEND if self._root.is_dir() else "none"
 
     def read(self, now: float) -> list[Reading]:
         out: list[Reading] = []
         for resource in RESOURCES:
-            path = self._root / resource
+            path = self._paths[resource]
             try:
-                lines = parse_psi(read_text(path), source=str(path))
+                lines = parse_psi(read_text(path), source=path)
             except Unavailable as exc:
                 self._problems.problem(f"psi.{resource}", exc.reason)
                 self._forget(resource)
@@ -64,7 +71,7 @@ class PsiSource:
 
     def _forget(self, resource: str) -> None:
         for kind in PSI_KINDS:
-            self._last.pop(f"{resource}.{kind}", None)
+            self._last.pop((resource, kind), None)
 
     def _lines(self, resource: str, kind: str, line: PsiLine | None, now: float) -> list[Reading]:
         if line is None:
@@ -73,9 +80,13 @@ class PsiSource:
                 Reading.absent(signal_name(resource, kind, w), BACKEND, Absence.UNSUPPORTED, reason)
                 for w in (*WINDOWS, "rate")
             ]
-        out = [Reading(signal_name(resource, kind, w), getattr(line, w), BACKEND) for w in WINDOWS]
-        rate_name = signal_name(resource, kind, "rate")
-        key = f"{resource}.{kind}"
+        avg10, avg60, avg300, rate_name = _NAMES[resource, kind]
+        out = [
+            Reading(avg10, line.avg10, BACKEND),
+            Reading(avg60, line.avg60, BACKEND),
+            Reading(avg300, line.avg300, BACKEND),
+        ]
+        key = (resource, kind)
         previous = self._last.get(key)
         self._last[key] = (now, line.total_us)
         if previous is None:

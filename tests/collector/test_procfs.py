@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mco_py.collector.procfs import (
+    MAX_FILE_BYTES,
     parse_cpu_list,
     parse_cpu_stat,
     parse_diskstats,
     parse_psi,
     parse_vmstat_field,
+    read_text,
 )
 from mco_py.collector.signals import Absence, Unavailable
 
@@ -128,3 +131,25 @@ def test_cpu_list(ranges: list[tuple[int, int]]) -> None:
     text = ",".join(f"{lo}-{lo + n}" if n else f"{lo}" for lo, n in ranges)
     expected = [c for lo, n in ranges for c in range(lo, lo + n + 1)]
     assert parse_cpu_list(text + "\n") == expected
+
+
+def test_read_text_reads_files_larger_than_one_chunk_up_to_the_cap(tmp_path: Path) -> None:
+    big = tmp_path / "stat"
+    big.write_bytes(b"cpu  1 2 3\n" * 20000)  # 220 KB: several 64 KiB reads
+    assert read_text(big) == "cpu  1 2 3\n" * 20000
+    huge = tmp_path / "huge"
+    huge.write_bytes(b"x" * (MAX_FILE_BYTES + 5000))
+    assert len(read_text(str(huge))) == MAX_FILE_BYTES
+
+
+def test_read_text_failures_name_the_file_and_kind(tmp_path: Path) -> None:
+    with pytest.raises(Unavailable, match="is a directory") as info:
+        read_text(tmp_path)
+    assert info.value.kind is Absence.READ_ERROR
+    with pytest.raises(Unavailable, match="ENOENT") as info:
+        read_text(tmp_path / "missing")
+    assert info.value.kind is Absence.UNSUPPORTED
+    binary = tmp_path / "bin"
+    binary.write_bytes(b"ok\xff")
+    with pytest.raises(Unavailable, match=r"not ASCII text \(byte 2\)"):
+        read_text(binary)
