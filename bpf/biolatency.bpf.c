@@ -2,23 +2,27 @@
 // Block I/O latency histogram for the MCO collector (libbpf CO-RE).
 //
 // block_rq_issue stores the issue time keyed by the request pointer;
-// block_rq_complete turns it into a latency and counts it in a per-device
-// histogram: log2 buckets of microseconds, each split into SUB_SLOTS linear
+// block_rq_complete turns it into a latency and counts it in its device's
+// histogram: log2 buckets of microseconds, each split into 2^SUB_BITS linear
 // sub-buckets. Counters only grow; user space reads them and takes the
 // difference between two reads, so nothing is lost to a read-and-reset race.
+// One map entry per device (an array of slots), so a read walks a small map:
+// the kernel scans every hash bucket on each read, which at one entry per
+// (device, slot) cost a quarter of a millisecond a second.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
 #define MAX_INFLIGHT 16384
-#define MAX_HIST_ENTRIES 8192
+#define MAX_DEVICES 512
+#define MAX_SLOTS 128 /* power of two; the last slot also takes everything beyond 2^32 us (71 min) */
 #define SUB_BITS 2 /* 4 linear sub-buckets per power of two */
 #define MINORBITS 20
 
-struct hist_key {
-	__u32 dev;  /* major << 20 | first_minor, as the kernel's dev_t */
-	__u32 slot; /* log2 bucket << SUB_BITS | sub-bucket */
+/* Completions per slot (log2 bucket << SUB_BITS | sub-bucket) of one device. */
+struct dev_hist {
+	__u64 slots[MAX_SLOTS];
 };
 
 /* LRU: a request that never completes (device removed) cannot fill the map. */
@@ -31,10 +35,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_HIST_ENTRIES);
-	__type(key, struct hist_key);
-	__type(value, __u64);
+	__uint(max_entries, MAX_DEVICES);
+	__type(key, __u32); /* major << 20 | first_minor, as the kernel's dev_t */
+	__type(value, struct dev_hist);
 } hist SEC(".maps");
+
+/* A new device's first value: 1 KiB does not fit the 512-byte BPF stack, global data does. */
+static const struct dev_hist empty_hist;
 
 /* Older kernels keep the disk in rq->rq_disk, newer ones in rq->q->disk. */
 struct request___old {
@@ -90,24 +97,29 @@ static __always_inline int trace_issue(struct request *rq)
 static __always_inline int trace_complete(struct request *rq)
 {
 	__u64 key = (__u64)rq;
-	__u64 *tsp, delta_us, one = 1, *count;
-	struct hist_key hkey = {};
+	__u64 *tsp, delta_us;
+	struct dev_hist *hist_of_dev;
+	__u32 dev, slot;
 
 	tsp = bpf_map_lookup_elem(&start, &key);
 	if (!tsp)
 		return 0;
 	delta_us = (bpf_ktime_get_ns() - *tsp) / 1000;
 	bpf_map_delete_elem(&start, &key);
-	hkey.dev = request_dev(rq);
-	hkey.slot = latency_slot(delta_us);
-	count = bpf_map_lookup_elem(&hist, &hkey);
-	if (!count && bpf_map_update_elem(&hist, &hkey, &one, BPF_NOEXIST) == 0)
-		return 0;
-	/* the slot exists, or another CPU created it between our lookup and update: add to it */
-	if (!count)
-		count = bpf_map_lookup_elem(&hist, &hkey);
-	if (count)
-		__sync_fetch_and_add(count, 1);
+	dev = request_dev(rq);
+	slot = latency_slot(delta_us);
+	if (slot >= MAX_SLOTS)
+		slot = MAX_SLOTS - 1;
+	hist_of_dev = bpf_map_lookup_elem(&hist, &dev);
+	if (!hist_of_dev) {
+		/* first completion of this device; another CPU may create it meanwhile (then ours fails) */
+		bpf_map_update_elem(&hist, &dev, &empty_hist, BPF_NOEXIST);
+		hist_of_dev = bpf_map_lookup_elem(&hist, &dev);
+		if (!hist_of_dev)
+			return 0; /* MAX_DEVICES devices already seen */
+	}
+	asm volatile("" : "+r"(slot)); /* keep the mask below: the verifier needs to see the bound here */
+	__sync_fetch_and_add(&hist_of_dev->slots[slot & (MAX_SLOTS - 1)], 1);
 	return 0;
 }
 

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from mco_py.collector import histogram
-from mco_py.collector.libbpf import BpfObject
+from mco_py.collector.libbpf import BpfObject, HashMapReader
 from mco_py.collector.procfs import DiskStat, device_names, parse_diskstats, read_text
 from mco_py.collector.signals import Absence, Reading, Unavailable
 from mco_py.collector.source import ProblemLog
@@ -85,16 +85,20 @@ class LibbpfBackend:
     def __init__(self, bpf_dir: Path) -> None:
         self._obj = BpfObject(bpf_dir / "biolatency.bpf.o")
         try:
-            self._fd = self._obj.map_fd("hist")
-            self._capacity = self._obj.max_entries("hist")
+            self._hist = HashMapReader(self._obj, "hist")
         except Unavailable:
             self._obj.close()
             raise
         self._last: dict[tuple[int, int], int] = {}
 
     def take(self) -> Window:
-        # key: struct hist_key {u32 dev; u32 slot;}
-        current = cast(dict[tuple[int, int], int], self._obj.dump(self._fd, key_words=2, max_entries=self._capacity))
+        # key: u32 dev; value: struct dev_hist {u64 slots[MAX_SLOTS];}
+        current: dict[tuple[int, int], int] = {}
+        for key, value in self._hist.read():
+            dev = int.from_bytes(key, sys.byteorder)
+            for slot, count in enumerate(memoryview(value).cast("Q")):
+                if count:
+                    current[dev, slot] = count
         window = window_since(self._last, current)
         self._last = current
         return window

@@ -7,15 +7,20 @@ shown by ``mco_collector_signal_absent{signal,kind}``.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import cast
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from mco_py.collector import psi
-from mco_py.collector.signals import NodeSample, Reading, StreamStatus
+from mco_py.collector.signals import NodeSample, StreamStatus
 
 #: signal key -> (node metric, device metric or "", help)
 SIGNAL_METRICS: dict[str, tuple[str, str, str]] = {
@@ -47,13 +52,33 @@ for _r in psi.RESOURCES:
             SIGNAL_METRICS[psi.signal_name(_r, _k, _w)] = (f"mco_node_psi_{_r}_{_k}_{_w}_raw", "", f"{what}, percent")
 
 
-def signal_metric_families(sample: NodeSample) -> list[Metric]:
-    """Gauges for every present reading of ``sample`` (absent ones produce no series)."""
-    families: dict[str, GaugeMetricFamily] = {}
+@dataclass(slots=True)
+class Family:
+    """One metric family as plain data: rendered as text directly, or as a prometheus_client metric."""
 
-    def family(name: str, help_text: str, labels: Sequence[str]) -> GaugeMetricFamily:
+    name: str
+    help: str
+    kind: str
+    """``gauge`` or ``counter`` (``name`` without ``_total``)."""
+    labels: tuple[str, ...] = ()
+    rows: list[tuple[tuple[str, ...], float]] = field(default_factory=list)
+
+    def metric(self) -> Metric:
+        """The prometheus_client form (for OpenMetrics and filtered scrapes)."""
+        cls = CounterMetricFamily if self.kind == "counter" else GaugeMetricFamily
+        family = cls(self.name, self.help, labels=list(self.labels))
+        for values, value in self.rows:
+            family.add_metric(list(values), value)
+        return family
+
+
+def signal_families(sample: NodeSample) -> list[Family]:
+    """Gauges for every present reading of ``sample`` (absent ones produce no series)."""
+    families: dict[str, Family] = {}
+
+    def family(name: str, help_text: str, labels: tuple[str, ...]) -> Family:
         if name not in families:
-            families[name] = GaugeMetricFamily(name, help_text, labels=list(labels))
+            families[name] = Family(name, help_text, "gauge", labels)
         return families[name]
 
     for reading in sample.readings:
@@ -63,16 +88,82 @@ def signal_metric_families(sample: NodeSample) -> list[Metric]:
         node_metric, device_metric, help_text = spec
         if reading.device:
             if device_metric:
-                family(device_metric, help_text + " (per device)", ["device"]).add_metric(
-                    [reading.device], reading.value
+                family(device_metric, help_text + " (per device)", ("device",)).rows.append(
+                    ((reading.device,), reading.value)
                 )
             if reading.name == "bioLatencyP99Ms" and reading.events is not None:
                 family(
-                    "mco_device_bio_requests_raw", "Block requests in the interval (per device)", ["device"]
-                ).add_metric([reading.device], float(reading.events))
+                    "mco_device_bio_requests_raw", "Block requests in the interval (per device)", ("device",)
+                ).rows.append(((reading.device,), float(reading.events)))
             continue
-        family(node_metric, help_text, []).add_metric([], reading.value)
+        family(node_metric, help_text, ()).rows.append(((), reading.value))
     return list(families.values())
+
+
+def signal_metric_families(sample: NodeSample) -> list[Metric]:
+    """:func:`signal_families` as prometheus_client metrics."""
+    return [f.metric() for f in signal_families(sample)]
+
+
+class TextRenderer:
+    """Exposition text of :class:`Family` lists, byte for byte what prometheus_client writes.
+
+    Both formats a scraper may ask for: Prometheus text 0.0.4 (``generate_latest``)
+    and OpenMetrics 1.0.0 (without the final ``# EOF``). prometheus_client
+    validates and escapes every name of every series on every scrape (about a
+    millisecond for the collector's ~130 series when caches are cold, i.e. at one
+    scrape a second). Our names are fixed and valid, so headers and series
+    prefixes are formatted once and cached.
+    """
+
+    def __init__(self) -> None:
+        self._headers: dict[tuple[str, str, str, bool], str] = {}
+        self._prefixes: dict[tuple[str, tuple[str, ...], tuple[str, ...]], str] = {}
+
+    def render(self, families: Iterable[Family], *, openmetrics: bool = False) -> str:
+        """Text of ``families`` in order."""
+        out: list[str] = []
+        for fam in families:
+            head_key = (fam.name, fam.kind, fam.help, openmetrics)
+            header = self._headers.get(head_key)
+            if header is None:
+                header = self._headers[head_key] = _header(fam, openmetrics=openmetrics)
+            out.append(header)
+            series = fam.name + "_total" if fam.kind == "counter" else fam.name
+            for values, value in fam.rows:
+                key = (series, fam.labels, values)
+                prefix = self._prefixes.get(key)
+                if prefix is None:
+                    prefix = self._prefixes[key] = _series_prefix(series, fam.labels, values)
+                    if len(self._prefixes) > _MAX_CACHED_PREFIXES:  # device or analyzer names churn: start over
+                        self._prefixes.clear()
+                out.append(f"{prefix}{_go_float(value)}\n")
+        return "".join(out)
+
+
+def _header(fam: Family, *, openmetrics: bool) -> str:
+    doc = fam.help.replace("\\", r"\\").replace("\n", r"\n")
+    if openmetrics:
+        doc = doc.replace('"', r"\"")
+        name = fam.name
+    else:
+        name = fam.name + "_total" if fam.kind == "counter" else fam.name
+    return f"# HELP {name} {doc}\n# TYPE {name} {fam.kind}\n"
+
+
+_go_float = cast(Callable[[float], str], floatToGoString)
+_MAX_CACHED_PREFIXES = 4096
+
+
+def _series_prefix(name: str, labels: tuple[str, ...], values: tuple[str, ...]) -> str:
+    if not labels:
+        return name + " "
+    pairs = ",".join(f'{k}="{_escape_label_value(v)}"' for k, v in sorted(zip(labels, values, strict=True)))
+    return f"{name}{{{pairs}}} "
+
+
+def _escape_label_value(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
 class SampleCollector(Collector):
@@ -82,6 +173,7 @@ class SampleCollector(Collector):
         self._lock = threading.Lock()
         self._sample: NodeSample | None = None
         self._streams = streams or (lambda: ())
+        self._text = TextRenderer()
 
     def update(self, sample: NodeSample) -> None:
         """Publish ``sample`` as the one scrapes see."""
@@ -89,66 +181,162 @@ class SampleCollector(Collector):
             self._sample = sample
 
     def collect(self) -> Iterable[Metric]:
+        return [f.metric() for f in self.families()]
+
+    def render_text(self, *, openmetrics: bool = False) -> str:
+        """What prometheus_client would write for this collector (OpenMetrics without ``# EOF``), much cheaper."""
+        return self._text.render(self.families(), openmetrics=openmetrics)
+
+    def families(self) -> list[Family]:
+        """Every family of the latest sample and the streams, in exposition order."""
         with self._lock:
             sample = self._sample
+        out: list[Family] = []
         if sample is not None:
-            yield from signal_metric_families(sample)
-            info = GaugeMetricFamily(
-                "mco_collector_backend_info", "Backend in use per signal group (1)", labels=["signal", "backend"]
+            out += signal_families(sample)
+            out.append(
+                Family(
+                    "mco_collector_backend_info",
+                    "Backend in use per signal group (1)",
+                    "gauge",
+                    ("signal", "backend"),
+                    [((group, backend), 1.0) for group, backend in sorted(sample.backends.items())],
+                )
             )
-            for group, backend in sorted(sample.backends.items()):
-                info.add_metric([group, backend], 1.0)
-            yield info
-            absent = GaugeMetricFamily(
-                "mco_collector_signal_absent",
-                "Signals without a value in the latest sample, by absence kind (1)",
-                labels=["signal", "kind"],
+            out.append(
+                Family(
+                    "mco_collector_signal_absent",
+                    "Signals without a value in the latest sample, by absence kind (1)",
+                    "gauge",
+                    ("signal", "kind"),
+                    [
+                        ((r.name, r.absence.value), 1.0)
+                        for r in sample.readings
+                        if not r.device and r.absence is not None
+                    ],
+                )
             )
-            for reading in _node_wide(sample.readings):
-                if reading.absence is not None:
-                    absent.add_metric([reading.name, reading.absence.value], 1.0)
-            yield absent
         statuses = list(self._streams())
-        connected = GaugeMetricFamily(
-            "mco_collector_stream_connected", "1 while the stream to this analyzer is open", labels=["analyzer"]
-        )
-        buffered = GaugeMetricFamily(
-            "mco_collector_stream_buffered_samples", "Samples waiting in the send buffer", labels=["analyzer"]
-        )
-        sent = CounterMetricFamily(
-            "mco_collector_samples_sent", "Samples the analyzer acknowledged", labels=["analyzer"]
-        )
-        dropped = CounterMetricFamily(
-            "mco_collector_samples_dropped", "Samples dropped from a full send buffer", labels=["analyzer"]
-        )
-        reconnects = CounterMetricFamily(
-            "mco_collector_stream_reconnects", "Streams re-opened after a failure", labels=["analyzer"]
-        )
-        for st in statuses:
-            connected.add_metric([st.analyzer], 1.0 if st.connected else 0.0)
-            buffered.add_metric([st.analyzer], float(st.buffered))
-            sent.add_metric([st.analyzer], float(st.sent))
-            dropped.add_metric([st.analyzer], float(st.dropped))
-            reconnects.add_metric([st.analyzer], float(st.reconnects))
-        yield from (connected, buffered, sent, dropped, reconnects)
+        out += [
+            Family(
+                "mco_collector_stream_connected",
+                "1 while the stream to this analyzer is open",
+                "gauge",
+                ("analyzer",),
+                [((st.analyzer,), 1.0 if st.connected else 0.0) for st in statuses],
+            ),
+            Family(
+                "mco_collector_stream_buffered_samples",
+                "Samples waiting in the send buffer",
+                "gauge",
+                ("analyzer",),
+                [((st.analyzer,), float(st.buffered)) for st in statuses],
+            ),
+            Family(
+                "mco_collector_samples_sent",
+                "Samples the analyzer acknowledged",
+                "counter",
+                ("analyzer",),
+                [((st.analyzer,), float(st.sent)) for st in statuses],
+            ),
+            Family(
+                "mco_collector_samples_dropped",
+                "Samples dropped from a full send buffer",
+                "counter",
+                ("analyzer",),
+                [((st.analyzer,), float(st.dropped)) for st in statuses],
+            ),
+            Family(
+                "mco_collector_stream_reconnects",
+                "Streams re-opened after a failure",
+                "counter",
+                ("analyzer",),
+                [((st.analyzer,), float(st.reconnects)) for st in statuses],
+            ),
+        ]
+        return out
 
 
-def _node_wide(readings: Iterable[Reading]) -> Iterable[Reading]:
-    return (r for r in readings if not r.device)
+class DurationHistogram:
+    """A fixed-bucket histogram (seconds) that renders itself cheaply; same series as prometheus_client's."""
+
+    def __init__(self, name: str, help_text: str, buckets: Sequence[float]) -> None:
+        self.name, self.help = name, help_text
+        self._bounds = tuple(sorted(buckets))
+        les = [_go_float(b) for b in self._bounds] + ["+Inf"]
+        self._les = les
+        self._counts = [0] * len(les)
+        self._sum = 0.0
+        self._lock = threading.Lock()
+        self._bucket_prefixes = [f'{name}_bucket{{le="{le}"}} ' for le in les]
+
+    def observe(self, seconds: float) -> None:
+        """Count one observation (a bucket's bound is inclusive, as in Prometheus)."""
+        with self._lock:
+            self._counts[bisect.bisect_left(self._bounds, seconds)] += 1
+            self._sum += seconds
+
+    def _snapshot(self) -> tuple[list[float], float]:
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        return [float(c) for c in itertools.accumulate(counts)], total
+
+    def metric(self) -> Metric:
+        """The prometheus_client form."""
+        cumulative, total = self._snapshot()
+        return HistogramMetricFamily(
+            self.name, self.help, buckets=list(zip(self._les, cumulative, strict=True)), sum_value=total
+        )
+
+    def render(self) -> str:
+        """Its text, the same in Prometheus 0.0.4 and OpenMetrics 1.0.0."""
+        cumulative, total = self._snapshot()
+        doc = self.help.replace("\\", r"\\").replace("\n", r"\n")
+        lines = [f"# HELP {self.name} {doc}\n# TYPE {self.name} histogram\n"]
+        lines += [f"{prefix}{_go_float(n)}\n" for prefix, n in zip(self._bucket_prefixes, cumulative, strict=True)]
+        lines.append(f"{self.name}_count {_go_float(cumulative[-1])}\n{self.name}_sum {_go_float(total)}\n")
+        return "".join(lines)
 
 
-class CollectorMetrics:
-    """Every collector metric, registered in the given registry."""
+class CollectorMetrics(Collector):
+    """Every collector metric, registered in the given registry, with a cheap exposition (:meth:`render_text`)."""
 
     def __init__(
         self, registry: CollectorRegistry, *, streams: Callable[[], Iterable[StreamStatus]] | None = None
     ) -> None:
         self.samples = SampleCollector(streams)
-        registry.register(self.samples)
-        self.sample_duration = Histogram(
+        self.sample_duration = DurationHistogram(
             "mco_collector_sample_duration_seconds",
             "Time to take one sample (all sources)",
-            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
-            registry=registry,
+            (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
         )
-        self.samples_taken = Counter("mco_collector_samples", "Samples taken", registry=registry)
+        self.samples_taken = _Count()
+        registry.register(self)
+
+    def _taken(self) -> Family:
+        return Family("mco_collector_samples", "Samples taken", "counter", (), [((), float(self.samples_taken.value))])
+
+    def collect(self) -> Iterable[Metric]:
+        return [*self.samples.collect(), self.sample_duration.metric(), self._taken().metric()]
+
+    def render_text(self, openmetrics: bool) -> bytes:
+        """The exposition of the registry these metrics were registered in (holding nothing else).
+
+        Byte for byte ``generate_latest(registry)`` (or OpenMetrics 1.0.0's) at a fraction of the cost.
+        """
+        text = self.samples.render_text(openmetrics=openmetrics) + self.sample_duration.render()
+        text += self.samples._text.render([self._taken()], openmetrics=openmetrics)
+        return (text + "# EOF\n" if openmetrics else text).encode()
+
+
+class _Count:
+    """A counter that only this process increments (the sample loop)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def inc(self) -> None:
+        """Add one."""
+        with self._lock:
+            self.value += 1

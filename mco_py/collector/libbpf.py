@@ -55,11 +55,13 @@ class Libbpf:
             "bpf_map__fd": (ctypes.c_int, [_c_void_p]),
             "bpf_map_get_next_key": (ctypes.c_int, [ctypes.c_int, _c_void_p, _c_void_p]),
             "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, _c_void_p, _c_void_p]),
+            "bpf_map__value_size": (ctypes.c_uint32, [_c_void_p]),
+            "bpf_map__key_size": (ctypes.c_uint32, [_c_void_p]),
+            "bpf_map__max_entries": (ctypes.c_uint32, [_c_void_p]),
             "bpf_map_lookup_batch": (
                 ctypes.c_int,
                 [ctypes.c_int, _c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_void_p],
             ),
-            "bpf_map__max_entries": (ctypes.c_uint32, [_c_void_p]),
             "libbpf_set_print": (_c_void_p, [_c_void_p]),
         }
         for name, (restype, argtypes) in sig.items():
@@ -71,10 +73,6 @@ class Libbpf:
             func.argtypes = argtypes
         # Silence libbpf's own stderr chatter; failures are reported through errno.
         lib.libbpf_set_print(None)
-
-
-class _NoBatch(Exception):
-    """The kernel cannot (or did not) return the whole map in one batch."""
 
 
 class BpfObject:
@@ -91,7 +89,6 @@ class BpfObject:
             self._obj = None
             raise Unavailable(f"bpf_object__open_file({path.name}): {errno_text(code)}", errno_kind(code))
         self._links: list[int] = []
-        self._batch = True
         self.programs: list[str] = []
         try:
             rc = lib.bpf_object__load(self._obj)
@@ -118,9 +115,14 @@ class BpfObject:
         """File descriptor of the map called ``name``."""
         return int(self._bpf.lib.bpf_map__fd(self._map(name)))
 
-    def max_entries(self, name: str) -> int:
-        """Capacity of the map called ``name``."""
-        return int(self._bpf.lib.bpf_map__max_entries(self._map(name)))
+    def map_shape(self, name: str) -> tuple[int, int, int]:
+        """Key size, value size and capacity of the map called ``name``."""
+        bpf_map, lib = self._map(name), self._bpf.lib
+        return (
+            int(lib.bpf_map__key_size(bpf_map)),
+            int(lib.bpf_map__value_size(bpf_map)),
+            int(lib.bpf_map__max_entries(bpf_map)),
+        )
 
     def _map(self, name: str) -> int:
         if self._obj is None:
@@ -130,56 +132,12 @@ class BpfObject:
             raise Unavailable(f"BPF object has no map {name!r}", Absence.UNSUPPORTED)
         return bpf_map
 
-    def dump(self, fd: int, *, key_words: int, max_entries: int) -> dict[tuple[int, ...], int]:
-        """Every entry of a hash map keyed by ``key_words`` u32s with u64 values.
-
-        One ``BPF_MAP_LOOKUP_BATCH`` call (Linux >= 5.6) instead of two syscalls
-        per key; key by key where the kernel lacks it. A snapshot: keys added
-        meanwhile may be missed.
-        """
-        if self._batch:
-            try:
-                words, values = self._lookup_batch(fd, key_words, max_entries)
-            except _NoBatch:
-                self._batch = False
-            else:
-                return {tuple(words[i * key_words : (i + 1) * key_words]): v for i, v in enumerate(values)}
-        return {
-            tuple(memoryview(key).cast("I").tolist()): value
-            for key, value in self.items(fd, ctypes.sizeof(ctypes.c_uint32) * key_words)
-        }
-
-    def _lookup_batch(self, fd: int, key_words: int, max_entries: int) -> tuple[list[int], list[int]]:
-        lib = self._bpf.lib
-        capacity = max(1, max_entries)
-        keys = (ctypes.c_uint32 * (key_words * capacity))()
-        values = (ctypes.c_uint64 * capacity)()
-        token = (ctypes.c_uint32 * max(2, key_words))()  # "at least 4 bytes" for hash maps, a key for others
-        count = ctypes.c_uint32()
-        words: list[int] = []
-        out: list[int] = []
-        for round_ in range(capacity + 1):  # one round unless the map grows while we read
-            count.value = capacity
-            start = None if round_ == 0 else ctypes.byref(token)
-            rc = lib.bpf_map_lookup_batch(fd, start, ctypes.byref(token), keys, values, ctypes.byref(count), None)
-            code = ctypes.get_errno() if rc else 0
-            if rc and code != errno.ENOENT:  # ENOENT: this call reached the end of the map
-                if code in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.ENOSPC):
-                    raise _NoBatch
-                raise Unavailable(f"bpf_map_lookup_batch: {errno_text(code)}", errno_kind(code))
-            n = count.value
-            words += memoryview(keys).cast("B").cast("I")[: key_words * n].tolist()
-            out += values[:n]
-            if rc:
-                return words, out
-        raise _NoBatch
-
-    def items(self, fd: int, key_size: int) -> Iterator[tuple[bytes, int]]:
-        """Every (key bytes, u64 value) of a hash map, key by key (a snapshot that may miss keys added meanwhile)."""
+    def items(self, fd: int, key_size: int, value_size: int) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) of a hash map as bytes (a snapshot that may miss keys added meanwhile)."""
         lib = self._bpf.lib
         key = ctypes.create_string_buffer(key_size)
         next_key = ctypes.create_string_buffer(key_size)
-        value = ctypes.c_uint64()
+        value = ctypes.create_string_buffer(value_size)
         prev: object = None
         while True:
             if lib.bpf_map_get_next_key(fd, prev, next_key) != 0:
@@ -188,8 +146,8 @@ class BpfObject:
                     raise Unavailable(f"bpf_map_get_next_key: {errno_text(code)}", errno_kind(code))
                 return
             ctypes.memmove(key, next_key, key_size)
-            if lib.bpf_map_lookup_elem(fd, key, ctypes.byref(value)) == 0:
-                yield key.raw, int(value.value)
+            if lib.bpf_map_lookup_elem(fd, key, value) == 0:
+                yield key.raw, value.raw
             prev = key
 
     def close(self) -> None:
@@ -201,3 +159,66 @@ class BpfObject:
         if self._obj is not None:
             lib.bpf_object__close(self._obj)
             self._obj = None
+
+
+class _NoBatch(Exception):
+    """This kernel has no batch lookup for the map."""
+
+
+class HashMapReader:
+    """Reads a whole BPF hash map with as few syscalls as the kernel allows.
+
+    ``BPF_MAP_LOOKUP_BATCH`` (Linux >= 5.6) returns up to ``chunk`` entries per
+    syscall; key by key (two syscalls per key) where the kernel lacks it. On a
+    VM each ``bpf()`` call costs tens of microseconds when caches are cold, which
+    is the usual state at one read a second. Buffers are allocated once.
+    """
+
+    def __init__(self, obj: BpfObject, name: str, *, chunk: int = 32) -> None:
+        self._obj = obj
+        self._lib = obj._bpf.lib
+        self.fd = obj.map_fd(name)
+        self.key_size, self.value_size, capacity = obj.map_shape(name)
+        self._chunk = max(1, min(chunk, capacity))
+        self._rounds = capacity // self._chunk + 2
+        self._keys = ctypes.create_string_buffer(self.key_size * self._chunk)
+        self._values = ctypes.create_string_buffer(self.value_size * self._chunk)
+        self._token = ctypes.create_string_buffer(max(4, self.key_size))  # hash maps: at least 4 bytes
+        self._count = ctypes.c_uint32()
+        self.batch = True
+        """False once the kernel refused a batch lookup (then key by key)."""
+
+    def read(self) -> list[tuple[bytes, bytes]]:
+        """Every (key, value) as bytes: a snapshot that may miss keys added meanwhile."""
+        if self.batch:
+            try:
+                return self._read_batch()
+            except _NoBatch:
+                self.batch = False
+        return list(self._obj.items(self.fd, self.key_size, self.value_size))
+
+    def _read_batch(self) -> list[tuple[bytes, bytes]]:
+        out: list[tuple[bytes, bytes]] = []
+        keys, values = memoryview(self._keys), memoryview(self._values)
+        ks, vs = self.key_size, self.value_size
+        start: object = None
+        for _ in range(self._rounds):
+            self._count.value = self._chunk
+            rc = self._lib.bpf_map_lookup_batch(
+                self.fd, start, self._token, self._keys, self._values, ctypes.byref(self._count), None
+            )
+            code = ctypes.get_errno() if rc else 0
+            if rc and code != errno.ENOENT:  # ENOENT: this call reached the end of the map
+                if code in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise _NoBatch
+                if code == errno.ENOSPC:  # one hash bucket holds more than a chunk: read this time key by key
+                    return list(self._obj.items(self.fd, ks, vs))
+                raise Unavailable(f"bpf_map_lookup_batch: {errno_text(code)}", errno_kind(code))
+            out += [
+                (keys[i * ks : (i + 1) * ks].tobytes(), values[i * vs : (i + 1) * vs].tobytes())
+                for i in range(self._count.value)
+            ]
+            if rc:
+                return out
+            start = self._token
+        return out

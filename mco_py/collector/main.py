@@ -168,6 +168,7 @@ class CollectorDaemon:
         registry: CollectorRegistry | None = None,
         stop: threading.Event | None = None,
     ) -> None:
+        self._owns_registry = registry is None
         self.registry = registry or CollectorRegistry()
         self.loop = SampleLoop(sampler, interval_s=settings.interval_s, stop=stop)
         self.fanout: StreamFanout | None = None
@@ -191,8 +192,13 @@ class CollectorDaemon:
 
     def start(self) -> None:
         """Serve /metrics, open the streams and start sampling in a thread."""
+        metrics = self.loop.metrics
         self._server, self.port = start_metrics_server(
-            self.registry, host=self._settings.metrics_host, port=self._settings.metrics_port
+            self.registry,
+            host=self._settings.metrics_host,
+            port=self._settings.metrics_port,
+            # the cheap exposition holds only while the registry has nothing but the collector's metrics
+            fast_text=metrics.render_text if metrics is not None and self._owns_registry else None,
         )
         log.info("metrics on %s:%d/metrics", self._settings.metrics_host, self.port, extra={"port": self.port})
         if self.fanout is not None:

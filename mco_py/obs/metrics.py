@@ -12,6 +12,7 @@ the server: every connection has an idle deadline and a bounded header size.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import logging
 import selectors
@@ -23,7 +24,8 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.exposition import choose_encoder, generate_latest, gzip_accepted
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_generate_latest
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +99,14 @@ def parse_head(head: bytes) -> Request:
     return Request(method=method, path=path, query=query, headers=headers, keep_alive=keep_alive)
 
 
-def respond(registry: CollectorRegistry, request: Request) -> tuple[int, list[tuple[str, str]], bytes]:
+#: Renders a whole registry as Prometheus text 0.0.4 (False) or OpenMetrics 1.0.0 (True), byte for byte
+#: what prometheus_client writes, only faster (the collector's hook; see ``TextRenderer`` there).
+FastText = Callable[[bool], bytes]
+
+
+def respond(
+    registry: CollectorRegistry, request: Request, *, fast_text: FastText | None = None
+) -> tuple[int, list[tuple[str, str]], bytes]:
     """Status, headers and body for ``request`` (the semantics of prometheus_client's WSGI app)."""
     if request.method == "OPTIONS":
         return 200, [("Allow", "OPTIONS,GET,HEAD")], b""
@@ -108,12 +117,25 @@ def respond(registry: CollectorRegistry, request: Request) -> tuple[int, list[tu
         return 200, [], b""
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
     names = parse_qs(request.query).get("name[]") if request.query else None
-    output = encoder(registry.restricted_registry(names) if names else registry)
+    if fast_text is not None and not names and encoder is generate_latest:
+        output = fast_text(False)
+    elif fast_text is not None and not names and _is_openmetrics_1(encoder):
+        output = fast_text(True)
+    else:
+        output = encoder(registry.restricted_registry(names) if names else registry)
     headers = [("Content-Type", content_type)]
     if gzip_accepted(request.headers.get("accept-encoding", "")):
         output = gzip.compress(output, compresslevel=1)
         headers.append(("Content-Encoding", "gzip"))
     return 200, headers, output
+
+
+def _is_openmetrics_1(encoder: object) -> bool:
+    return (
+        isinstance(encoder, functools.partial)
+        and encoder.func is openmetrics_generate_latest
+        and encoder.keywords.get("version") == "1.0.0"
+    )
 
 
 def _response(status: int, headers: list[tuple[str, str]], body: bytes, *, head_only: bool, close: bool) -> bytes:
@@ -134,6 +156,7 @@ class MetricsServer:
         host: str,
         port: int,
         *,
+        fast_text: FastText | None = None,
         idle_timeout: float = IDLE_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
         clock: Callable[[], float] = time.monotonic,
@@ -143,6 +166,7 @@ class MetricsServer:
         self._listener.setblocking(False)
         self.server_port: int = self._listener.getsockname()[1]
         self._registry = registry
+        self._fast_text = fast_text
         self._idle = idle_timeout
         self._max = max_connections
         self._clock = clock
@@ -259,7 +283,7 @@ class MetricsServer:
             self._queue(conn, _error(exc.status, str(exc)), close=True)
             return True
         try:
-            status, headers, body = respond(self._registry, request)
+            status, headers, body = respond(self._registry, request, fast_text=self._fast_text)
         except Exception as exc:
             log.exception("metrics server: building the exposition failed")
             self._queue(conn, _error(500, f"exposition failed: {type(exc).__name__}"), close=True)
@@ -319,9 +343,10 @@ def start_metrics_server(
     *,
     host: str = "0.0.0.0",  # noqa: S104 - Prometheus scrapes from other hosts
     port: int = 0,
+    fast_text: FastText | None = None,
 ) -> tuple[MetricsServer, int]:
     """Serve ``registry`` on ``/metrics`` in a daemon thread; returns the server and the bound port."""
-    server = MetricsServer(registry, host, port)
+    server = MetricsServer(registry, host, port, fast_text=fast_text)
     thread = threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True)
     thread.start()
     return server, server.server_port

@@ -6,11 +6,14 @@ import time
 import urllib.request
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mco_py.collector.config import load_settings
-from mco_py.collector.exporter import CollectorMetrics
+from mco_py.collector.exporter import SIGNAL_METRICS, CollectorMetrics
 from mco_py.collector.main import CollectorDaemon
 from mco_py.collector.sampler import Sampler, open_sources
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
@@ -118,3 +121,98 @@ def test_series_follow_presence() -> None:
         )
         == 1
     )
+
+
+_label_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_value = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, 1.0, 12345678.0, 1e-7, 1e21])
+
+
+@st.composite
+def _readings(draw: st.DrawFn) -> Reading:
+    name = draw(st.sampled_from([*SIGNAL_METRICS, "unknownSignal"]))
+    device = draw(st.sampled_from(["", "vda", 'we"ird\\dev\nname']) | _label_text)
+    events = draw(st.none() | st.integers(0, 10**9))
+    if draw(st.booleans()):
+        return Reading(name, draw(_value), "libbpf", device=device, events=events)
+    return Reading.absent(name, "procfs", draw(st.sampled_from(list(Absence))), "why", device=device, events=events)
+
+
+@settings(max_examples=150)
+@given(
+    readings=st.lists(_readings(), max_size=25),
+    backends=st.dictionaries(_label_text, _label_text, max_size=4),
+    statuses=st.lists(
+        st.builds(
+            StreamStatus,
+            analyzer=_label_text,
+            connected=st.booleans(),
+            sent=st.integers(0, 10**12),
+            dropped=st.integers(0, 10**6),
+            buffered=st.integers(0, 600),
+            reconnects=st.integers(0, 1000),
+        ),
+        max_size=3,
+    ),
+    durations=st.lists(st.floats(0, 2), max_size=5),
+    with_sample=st.booleans(),
+)
+def test_fast_exposition_is_byte_for_byte_prometheus_client(
+    readings: list[Reading],
+    backends: dict[str, str],
+    statuses: list[StreamStatus],
+    durations: list[float],
+    with_sample: bool,
+) -> None:
+    registry = CollectorRegistry()
+    metrics = CollectorMetrics(registry, streams=lambda: statuses)
+    if with_sample:
+        metrics.samples.update(NodeSample("n", 0.0, 1.0, tuple(readings), backends))
+    for seconds in durations:
+        metrics.sample_duration.observe(seconds)
+        metrics.samples_taken.inc()
+    for _ in range(2):  # the second time from the caches
+        assert metrics.render_text(False) == generate_latest(registry)
+        assert metrics.render_text(True) == openmetrics_latest(registry)  # type: ignore[no-untyped-call]
+
+
+def test_daemon_serves_the_fast_exposition_for_plain_and_openmetrics_scrapes(host_tree: Path) -> None:
+    settings_ = load_settings(
+        flags={
+            "node_name": "node-a",
+            "proc_root": host_tree / "proc",
+            "sys_root": host_tree / "sys",
+            "tracefs_root": host_tree / "no-tracefs",
+            "bio_backend": "diskstats",
+            "metrics_host": "127.0.0.1",
+            "metrics_port": 0,
+            "interval_s": 30,
+            "stream": False,
+        }
+    )
+    sampler = Sampler(open_sources(settings_), node=settings_.node_name)
+    daemon = CollectorDaemon(settings_, sampler)
+    calls: list[bool] = []
+    metrics = daemon.loop.metrics
+    assert metrics is not None
+    real = metrics.render_text
+
+    def counted(openmetrics: bool) -> bytes:
+        calls.append(openmetrics)
+        return real(openmetrics)
+
+    metrics.render_text = counted  # type: ignore[method-assign]
+    try:
+        daemon.start()
+        bodies = {}
+        for accept in ("", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"):
+            request = urllib.request.Request(f"http://127.0.0.1:{daemon.port}/metrics", headers={"Accept": accept})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                bodies[accept] = response.read()
+        expected_plain, expected_om = generate_latest(daemon.registry), openmetrics_latest(daemon.registry)  # type: ignore[no-untyped-call]
+    finally:
+        daemon.close()
+        sampler.close()
+    assert calls == [False, True]
+    assert bodies[""] == expected_plain  # nothing sampled since (30 s interval): the same numbers
+    assert bodies["application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"] == expected_om
+    assert b"mco_node_psi_io_some_avg10_raw" in bodies[""]
