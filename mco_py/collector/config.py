@@ -23,6 +23,7 @@ from mco_py.errors import ConfigError
 ENV_PREFIX = "MCO_COLLECTOR_"
 MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 300.0
+MAX_FLUSH_S = 60.0  # the analyzer counts a node stale after 30 s without samples by default
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,8 @@ class StreamConfig:
     """Send buffer per analyzer; when full the oldest sample is dropped (and counted)."""
     batch_max: int = 100
     """Most samples per SampleBatch (a backlog after a reconnect is sent in batches)."""
+    flush_interval_s: float = 5.0
+    """Send at most this often once caught up (the samples in between go in one batch); 0 sends each at once."""
     backoff_initial_s: float = 0.5
     """First reconnect delay; doubles per failed attempt."""
     backoff_max_s: float = 30.0
@@ -89,6 +92,8 @@ class CollectorSettings:
     """Analyzer addresses host:port (every sample goes to each)."""
     buffer_samples: int = 600
     """Send buffer per analyzer, samples (oldest dropped when full)."""
+    flush_interval_s: float = 5.0
+    """Send to the analyzers at most this often, seconds; every sample still goes (several per message); 0 = at once."""
     backoff_initial_s: float = 0.5
     """First reconnect delay, seconds."""
     backoff_max_s: float = 30.0
@@ -113,6 +118,7 @@ class CollectorSettings:
         return StreamConfig(
             analyzers=self.analyzers,
             buffer_samples=self.buffer_samples,
+            flush_interval_s=self.flush_interval_s,
             backoff_initial_s=self.backoff_initial_s,
             backoff_max_s=self.backoff_max_s,
             keepalive_time_ms=self.keepalive_time_ms,
@@ -195,14 +201,20 @@ def _validate(settings: CollectorSettings, problems: list[str]) -> None:
         problems.append(f"interval_s: {settings.interval_s}; expected {MIN_INTERVAL_S}-{MAX_INTERVAL_S} seconds")
     if not 0 <= settings.metrics_port <= 65535:
         problems.append(f"metrics_port: {settings.metrics_port}; expected 0-65535")
-    if settings.buffer_samples < 1:
-        problems.append(f"buffer_samples: {settings.buffer_samples}; expected at least 1")
+    _validate_stream(settings, problems)
     if settings.bio_min_events < 1:
         problems.append(f"bio_min_events: {settings.bio_min_events}; expected at least 1")
-    if not 0 < settings.backoff_initial_s <= settings.backoff_max_s:
-        problems.append("backoff_initial_s must be > 0 and <= backoff_max_s")
     if not settings.node_name.strip():
         problems.append("node_name is empty; pass --node-name or set NODE_NAME")
+
+
+def _validate_stream(settings: CollectorSettings, problems: list[str]) -> None:
+    if not 0 <= settings.flush_interval_s <= MAX_FLUSH_S:
+        problems.append(f"flush_interval_s: {settings.flush_interval_s}; expected 0-{MAX_FLUSH_S:g} seconds")
+    if settings.buffer_samples < 1:
+        problems.append(f"buffer_samples: {settings.buffer_samples}; expected at least 1")
+    if not 0 < settings.backoff_initial_s <= settings.backoff_max_s:
+        problems.append("backoff_initial_s must be > 0 and <= backoff_max_s")
     for address in settings.analyzers:
         host, sep, port = address.rpartition(":")
         if not sep or not host or not port.isdigit():

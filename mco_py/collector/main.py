@@ -52,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--analyzer", dest="analyzers", action="append", metavar="HOST:PORT", help="analyzer address (repeatable)")
     add("--no-stream", dest="stream", action="store_const", const=False, help="exporter only, no gRPC stream")
     add("--buffer-samples", dest="buffer_samples", type=int, help="send buffer per analyzer (default 600)")
+    add(
+        "--flush-interval",
+        dest="flush_interval_s",
+        type=float,
+        help="send to the analyzers at most every N seconds, all samples batched (default 5; 0 = each at once)",
+    )
     add("--tls-ca", dest="tls_ca", type=Path, help="CA bundle (enables TLS)")
     add("--tls-cert", dest="tls_cert", type=Path, help="client certificate (mTLS)")
     add("--tls-key", dest="tls_key", type=Path, help="client key (mTLS)")
@@ -78,6 +84,7 @@ _FLAG_KEYS = [
     "analyzers",
     "stream",
     "buffer_samples",
+    "flush_interval_s",
     "tls_ca",
     "tls_cert",
     "tls_key",

@@ -90,7 +90,7 @@ def make_sample(i: int) -> NodeSample:
     )
 
 
-FAST = {"backoff_initial_s": 0.05, "backoff_max_s": 0.2}
+FAST = {"backoff_initial_s": 0.05, "backoff_max_s": 0.2, "flush_interval_s": 0.0}
 
 
 def test_sample_to_proto() -> None:
@@ -282,3 +282,45 @@ def test_mutual_tls(tmp_path: Path) -> None:
         good.close()
         no_cert.close()
         server.stop(None)
+
+
+def test_flush_interval_batches_samples_and_loses_none() -> None:
+    recorder = Recorder()
+    server, port = serve(recorder)
+    config = StreamConfig(backoff_initial_s=0.05, backoff_max_s=0.2, flush_interval_s=0.5)
+    stream = AnalyzerStream(f"127.0.0.1:{port}", config, collector_id="node-a")
+    try:
+        stream.start()
+        stream.publish(sample_to_proto(make_sample(0)))
+        recorder.wait_samples(1)  # the first sample goes at once
+        for i in range(1, 6):  # published within the flush interval: they travel together
+            stream.publish(sample_to_proto(make_sample(i)))
+        samples = recorder.wait_samples(6)
+    finally:
+        stream.close()
+        server.stop(None)
+    assert [s.timestamp_unix_nanos // 10**9 - 1_800_000_000 for s in samples] == list(range(6))
+    assert len(recorder.batches[0].samples) == 1
+    assert len(recorder.batches) < 6  # at least two of the five later samples shared a message
+
+
+def test_stop_sends_what_gathered_during_a_long_flush_interval() -> None:
+    recorder = Recorder()
+    server, port = serve(recorder)
+    config = StreamConfig(backoff_initial_s=0.05, backoff_max_s=0.2, flush_interval_s=60.0)
+    stream = AnalyzerStream(f"127.0.0.1:{port}", config, collector_id="node-a")
+    try:
+        stream.start()
+        stream.publish(sample_to_proto(make_sample(0)))
+        recorder.wait_samples(1)
+        wait_for(lambda: stream.status().sent == 1, what="first ack")
+        for i in range(1, 4):
+            stream.publish(sample_to_proto(make_sample(i)))
+        assert stream.status().buffered == 3  # waiting for the flush interval
+        stream.close()
+        status = stream.status()
+    finally:
+        server.stop(None)
+    assert len(recorder.samples()) == 4
+    assert status.sent == 4  # acknowledged before the stream closed
+    assert status.buffered == 0
