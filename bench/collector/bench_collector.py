@@ -98,7 +98,7 @@ def metric(text: str, name: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
-def side_by_side(duration: float) -> dict[str, dict[str, float]]:  # noqa: PLR0915 - one linear measurement
+def side_by_side(duration: float, flush: float | None = None) -> dict[str, dict[str, float]]:  # noqa: PLR0915
     exporter = shutil.which("prometheus-node-exporter")
     if exporter is None:
         sys.exit("prometheus-node-exporter missing: apt-get install prometheus-node-exporter")
@@ -123,6 +123,7 @@ def side_by_side(duration: float) -> dict[str, dict[str, float]]:  # noqa: PLR09
             "127.0.0.1",
             "--metrics-port",
             "0",
+            *(["--flush-interval", f"{flush:g}"] if flush is not None else []),
         ],
         stderr=subprocess.PIPE,
         text=True,
@@ -179,8 +180,9 @@ def side_by_side(duration: float) -> dict[str, dict[str, float]]:  # noqa: PLR09
         for account in accounts.values():
             account.close()
         analyzer.stop(None)
+    flush_text = "default" if flush is None else f"{flush:g} s"
     return {
-        "mco collector (libbpf, 1 s, streaming, scraped 1/s)": {
+        f"mco collector (libbpf, 1 s, streaming with flush {flush_text}, scraped 1/s)": {
             "samples_acknowledged_by_analyzer": streamed,
             "wall_s": wall,
             "cpu_percent_of_one_core": 100 * exact["mco"] / wall,
@@ -310,12 +312,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--requests", type=int, default=20000)
+    parser.add_argument("--flush", type=float, help="collector --flush-interval (default: the collector's, 5 s)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root (eBPF, tracefs)")
     print(f"host: {os.uname().release}, {os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     print(f"\n== side by side, {args.duration:.0f} s ==")
-    for name, figures in side_by_side(args.duration).items():
+    for name, figures in side_by_side(args.duration, args.flush).items():
         print(name)
         for key, value in figures.items():
             print(f"  {key:32} {value:10.3f}")
