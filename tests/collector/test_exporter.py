@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mco_py.collector.config import load_settings
+from mco_py.collector.config import CollectorSettings, load_settings
 from mco_py.collector.exporter import SIGNAL_METRICS, CollectorMetrics
 from mco_py.collector.main import CollectorDaemon
 from mco_py.collector.sampler import Sampler, open_sources
@@ -33,8 +33,9 @@ def names(series: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> set[s
     return {name for name, _ in series}
 
 
-def test_running_collector_exports_fixture_values(host_tree: Path) -> None:
-    settings = load_settings(
+def fixture_settings(host_tree: Path, *, interval_s: float) -> CollectorSettings:
+    """An exporter-only collector on the fixture host, /metrics on a free loopback port."""
+    return load_settings(
         flags={
             "node_name": "node-a",
             "proc_root": host_tree / "proc",
@@ -43,10 +44,14 @@ def test_running_collector_exports_fixture_values(host_tree: Path) -> None:
             "bio_backend": "diskstats",
             "metrics_host": "127.0.0.1",
             "metrics_port": 0,
-            "interval_s": 0.1,
+            "interval_s": interval_s,
             "stream": False,
         }
     )
+
+
+def test_running_collector_exports_fixture_values(host_tree: Path) -> None:
+    settings = fixture_settings(host_tree, interval_s=0.1)
     sampler = Sampler(open_sources(settings), node=settings.node_name)
     daemon = CollectorDaemon(settings, sampler, registry=CollectorRegistry())
     try:
@@ -176,19 +181,7 @@ def test_fast_exposition_is_byte_for_byte_prometheus_client(
 
 
 def test_daemon_serves_the_fast_exposition_for_plain_and_openmetrics_scrapes(host_tree: Path) -> None:
-    settings_ = load_settings(
-        flags={
-            "node_name": "node-a",
-            "proc_root": host_tree / "proc",
-            "sys_root": host_tree / "sys",
-            "tracefs_root": host_tree / "no-tracefs",
-            "bio_backend": "diskstats",
-            "metrics_host": "127.0.0.1",
-            "metrics_port": 0,
-            "interval_s": 30,
-            "stream": False,
-        }
-    )
+    settings_ = fixture_settings(host_tree, interval_s=30)
     sampler = Sampler(open_sources(settings_), node=settings_.node_name)
     daemon = CollectorDaemon(settings_, sampler)
     calls: list[bool] = []
