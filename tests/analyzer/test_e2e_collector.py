@@ -68,37 +68,39 @@ def collectors(tmp_path: Path) -> Iterator[tuple[Process, Path, list[subprocess.
     procs: list[subprocess.Popen[str]] = []
     for node, hot in (("hot-node", True), ("calm-node", False)):
         root = tree(tmp_path, node, hot=hot)
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "mco_py.cli",
-                    "collector",
-                    "--node-name",
-                    node,
-                    "--interval",
-                    "0.2",
-                    "--proc-root",
-                    str(root / "proc"),
-                    "--sys-root",
-                    str(root / "sys"),
-                    "--bio-backend",
-                    "diskstats",
-                    "--llc",
-                    "off",
-                    "--metrics-host",
-                    "127.0.0.1",
-                    "--metrics-port",
-                    "0",
-                    "--analyzer",
-                    f"127.0.0.1:{analyzer.grpc_port}",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
+        # stderr to a file: a pipe nobody reads could fill up and block the collector
+        with (tmp_path / f"{node}.log").open("w") as log:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "mco_py.cli",
+                        "collector",
+                        "--node-name",
+                        node,
+                        "--interval",
+                        "0.2",
+                        "--proc-root",
+                        str(root / "proc"),
+                        "--sys-root",
+                        str(root / "sys"),
+                        "--bio-backend",
+                        "diskstats",
+                        "--llc",
+                        "off",
+                        "--metrics-host",
+                        "127.0.0.1",
+                        "--metrics-port",
+                        "0",
+                        "--analyzer",
+                        f"127.0.0.1:{analyzer.grpc_port}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                    text=True,
+                )
             )
-        )
     yield analyzer, report, procs
     for proc in procs:
         if proc.poll() is None:
@@ -108,8 +110,6 @@ def collectors(tmp_path: Path) -> Iterator[tuple[Process, Path, list[subprocess.
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
-        assert proc.stderr is not None
-        proc.stderr.close()
     analyzer.stop()
 
 
@@ -124,8 +124,8 @@ def test_collectors_to_analyzer_to_report(collectors: tuple[Process, Path, list[
     def ready() -> bool:
         for proc in procs:
             if proc.poll() is not None:
-                assert proc.stderr is not None
-                raise AssertionError(f"collector exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+                logs = {log.name: log.read_text()[-2000:] for log in report.parent.glob("*.log")}
+                raise AssertionError(f"collector exited {proc.returncode}: {logs}")
         return levels() == {"hot-node": "High", "calm-node": "None"}
 
     analyzer.wait_for(ready, "one High and one None node from two real collectors", timeout=60)

@@ -32,6 +32,7 @@ PLAYBOOK = Path(__file__).parent / "playbooks" / "apply_manifests.yml"
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.timeout(300),  # above the playbook's own 240 s limit, which reports its output
     pytest.mark.skipif(
         not all(p.exists() for p in [*VOLCANO.values(), *KATA_FILES]), reason="fixtures under ../shared missing"
     ),
