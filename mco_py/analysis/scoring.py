@@ -26,7 +26,7 @@ Time is always passed in (``now``, seconds since the epoch), so results are dete
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -118,6 +118,22 @@ def _rule_texts(rules: DetectionRules) -> dict[str, _RuleTexts]:
     return {name: _RuleTexts(rule) for name, rule in rules.signals.items() if rule.weight > 0}
 
 
+_Spec = tuple[int, float, float, float, float]
+"""A known signal's rule as the hot loop reads it: minEvents, warn, critical, critical - warn, weight (0 unscored)."""
+
+
+def _signal_specs(rules: DetectionRules) -> dict[str, _Spec]:
+    """Every known signal's :data:`_Spec` (a signal without a rule is smoothed, never judged nor scored)."""
+    out: dict[str, _Spec] = {}
+    for name in SIGNAL_NAMES:
+        rule = rules.signals.get(name)
+        if rule is None:
+            out[name] = (0, 0.0, 0.0, 0.0, 0.0)
+        else:
+            out[name] = (rule.min_events, rule.warn, rule.critical, rule.critical - rule.warn, max(rule.weight, 0.0))
+    return out
+
+
 def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -> list[str]:
     """``Contribution.describe()`` of the scored signals above warn, worst first (same as ``_hot``)."""
     hot: list[tuple[float, str, float, _RuleTexts]] = []
@@ -135,26 +151,6 @@ def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -
         _describe(name, value, text.critical if value >= text.rule.critical else text.between, sub, text.weight)
         for sub, name, value, text in hot
     ]
-
-
-def _weighted_score(values: Mapping[str, float], rules: DetectionRules) -> float | None:
-    """The node score alone (the hot path of :meth:`Scorer.observe`; same result as :func:`score_signals`)."""
-    total = 0.0
-    weights = 0.0
-    signal_rules = rules.signals
-    for name, value in values.items():
-        rule = signal_rules.get(name)
-        if rule is None or rule.weight <= 0:
-            continue
-        weight = rule.weight
-        if value >= rule.critical:
-            total += 100.0 * weight
-        elif value > rule.warn:
-            total += 100.0 * (value - rule.warn) / (rule.critical - rule.warn) * weight
-        weights += weight
-    if weights <= 0:
-        return None
-    return min(100.0, max(0.0, total / weights))
 
 
 def score_signals(values: Mapping[str, float], rules: DetectionRules) -> tuple[float | None, list[Contribution]]:
@@ -182,6 +178,15 @@ def _unjudged(reading: SignalReading, rules: DetectionRules) -> str:
     rule = rules.signals.get(reading.name)
     need = rule.min_events if rule else 0
     return f"{reading.name} not judged: {reading.events} events < minEvents {need}"
+
+
+def _window_mean(node: _Node, name: str, value: float, size: int) -> float:
+    """The mean of the node's last ``size`` values of ``name``, ``value`` included."""
+    window = node.windows.get(name)
+    if window is None:
+        window = node.windows[name] = deque(maxlen=size)
+    window.append(value)
+    return sum(window) / len(window)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,8 +225,8 @@ class _Node:
         self.ewma: dict[str, float] = {}
         self.windows: dict[str, deque[float]] = {}
         self.values: dict[str, float] = {}
-        self.absent: list[SignalReading] = []
-        self.unjudged: list[SignalReading] = []
+        self.absent: Sequence[SignalReading] = ()
+        self.unjudged: Sequence[SignalReading] = ()
         self.history: deque[int] = deque(maxlen=history_len)
         self.rank = -1
         self.score = 0.0
@@ -240,6 +245,7 @@ class Scorer:
     def __init__(self, rules: DetectionRules) -> None:
         self._rules = rules
         self._texts = _rule_texts(rules)
+        self._specs = _signal_specs(rules)
         self._nodes: dict[str, _Node] = {}
         self._order: list[str] | None = None
         """Node names sorted; None after a node came or went."""
@@ -254,6 +260,7 @@ class Scorer:
         old = self._rules
         self._rules = rules
         self._texts = _rule_texts(rules)
+        self._specs = _signal_specs(rules)
         smoothing_changed = old.smoothing != rules.smoothing
         history_len = self._history_len()
         self.drop_kept_assessments()  # reasons quote the rules
@@ -281,25 +288,53 @@ class Scorer:
 
     def observe(self, sample: Sample, now: float) -> LevelChange | None:
         """Take one accepted sample (received at ``now``); returns the level change it caused, if any."""
+        values: dict[str, float] = {}
+        events: dict[str, int] = {}
+        absent: list[SignalReading] = []
+        for name, reading in sample.signals.items():
+            if name not in KNOWN_SIGNALS:
+                continue  # a newer collector's signal: not stored, not scored
+            if reading.value is None:
+                absent.append(reading)
+                continue
+            values[name] = reading.value
+            if reading.events is not None:
+                events[name] = reading.events
+        return self.observe_values(sample.node, sample.timestamp, values, now, events=events, absent=absent)
+
+    def observe_values(
+        self,
+        name: str,
+        timestamp: float,
+        values: Mapping[str, float],
+        now: float,
+        *,
+        events: Mapping[str, int] | None = None,
+        absent: Sequence[SignalReading] = (),
+    ) -> LevelChange | None:
+        """:meth:`observe` of a sample given as its parts: node ``name``, sample ``timestamp``, the
+        ``values`` of the signals present, their ``events`` counts (where sent) and the ``absent``
+        readings (the ingest hot path: no :class:`Sample` object per message). Signals whose name
+        is unknown are ignored, as in :meth:`observe`.
+        """
         rules = self._rules
-        node = self._nodes.get(sample.node)
+        node = self._nodes.get(name)
         resumed = node is not None and now - node.last_seen > rules.staleness.stale_after_seconds
         old_level = None
         if node is None or resumed:
             if node is None:
                 self._order = None
             node = _Node(self._history_len())
-            self._nodes[sample.node] = node
+            self._nodes[name] = node
         else:
             old_level = self._level_of(node)
         node.last_seen = now
         node.assessment = None
-        node.last_sample_time = max(node.last_sample_time, sample.timestamp)
-        self._smooth(node, sample)
-        score = _weighted_score(node.values, rules)
+        node.last_sample_time = max(node.last_sample_time, timestamp)
+        score = self._smooth(node, values, events, absent)
         if score is None:
             node.scorable = False
-            return self._change(sample.node, node, old_level)
+            return self._change(name, node, old_level)
         node.scorable = True
         node.score = score
         raw = _rank(score, rules.levels)
@@ -308,45 +343,62 @@ class Scorer:
             node.rank = raw
             node.changed_how = "first assessment after the node was stale" if resumed else "first assessment"
             node.changed_at = now
-        else:
+        elif raw != node.rank:  # an assessment at the current level moves nothing
             self._move(node, now)
-        return self._change(sample.node, node, old_level)
+        return self._change(name, node, old_level)
 
-    def _smooth(self, node: _Node, sample: Sample) -> None:
-        """Update the node's smoothed values from ``sample``; note absent and unjudged signals."""
-        rules = self._rules
-        smoothing = rules.smoothing
+    def _smooth(
+        self,
+        node: _Node,
+        values: Mapping[str, float],
+        events: Mapping[str, int] | None,
+        absent: Sequence[SignalReading],
+    ) -> float | None:
+        """Update the node's smoothed values; note absent and unjudged signals; return the node score.
+
+        One pass does what :func:`score_signals` does on the smoothed values (same arithmetic,
+        same order): the weighted mean of the sub-scores, None when no signal can be scored.
+        """
+        specs = self._specs
+        smoothing = self._rules.smoothing
         use_ewma = smoothing.method == "ewma"
         alpha = smoothing.alpha
-        signal_rules = rules.signals
-        values: dict[str, float] = {}
-        absent: list[SignalReading] = []
-        unjudged: list[SignalReading] = []
-        for name, reading in sample.signals.items():
-            if name not in KNOWN_SIGNALS:
+        ewma = node.ewma
+        smoothed: dict[str, float] = {}
+        unjudged: list[SignalReading] | None = None
+        total = 0.0
+        weights = 0.0
+        for name, sent in values.items():
+            spec = specs.get(name)
+            if spec is None:
                 continue  # a newer collector's signal: not stored, not scored
-            value = reading.value
-            if value is None:
-                absent.append(reading)
-                continue
-            rule = signal_rules.get(name)
-            if rule is not None and rule.min_events and reading.events is not None and reading.events < rule.min_events:
-                unjudged.append(reading)
-                continue
+            min_events, warn, critical, span, weight = spec
+            if min_events and events:
+                count = events.get(name)
+                if count is not None and count < min_events:
+                    if unjudged is None:
+                        unjudged = []
+                    unjudged.append(SignalReading(name, sent, events=count))
+                    continue
             if use_ewma:
-                prev = node.ewma.get(name)
-                value = value if prev is None else prev + alpha * (value - prev)
-                node.ewma[name] = value
+                prev = ewma.get(name)
+                value = sent if prev is None else prev + alpha * (sent - prev)
+                ewma[name] = value
             else:
-                window = node.windows.get(name)
-                if window is None:
-                    window = node.windows[name] = deque(maxlen=smoothing.window)
-                window.append(value)
-                value = sum(window) / len(window)
-            values[name] = value
-        node.values = values
-        node.absent = absent
-        node.unjudged = unjudged
+                value = _window_mean(node, name, sent, smoothing.window)
+            smoothed[name] = value
+            if weight > 0:
+                if value >= critical:
+                    total += 100.0 * weight
+                elif value > warn:
+                    total += 100.0 * (value - warn) / span * weight
+                weights += weight
+        node.values = smoothed
+        node.absent = [r for r in absent if r.name in KNOWN_SIGNALS] if absent else ()
+        node.unjudged = unjudged or ()
+        if weights <= 0:
+            return None
+        return min(100.0, max(0.0, total / weights))
 
     def _move(self, node: _Node, now: float) -> None:
         """Hysteresis: rise to the lowest of the last raiseAfter, fall to the highest of the last lowerAfter."""
