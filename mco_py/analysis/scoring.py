@@ -32,10 +32,30 @@ from operator import itemgetter
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
 from mco_py.analysis.status import fast_format_time
-from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report, Sample, SignalReading
+from mco_py.model import ROUNDER, SIGNAL_NAMES, Level, NodeAssessment, Report, Sample, SignalReading
+
+_new = object.__new__
+_set_name, _set_level, _set_score, _set_signals, _set_time, _set_reasons = (
+    NodeAssessment.__dict__[f].__set__ for f in ("name", "level", "score", "signals", "last_sample_time", "reasons")
+)
+
+
+def _assessment(name: str, node: _Node, level: Level, reasons: tuple[str, ...]) -> NodeAssessment:
+    """The node's ``NodeAssessment`` without the frozen-dataclass ``__init__`` (half the cost; one per fresh node)."""
+    item: NodeAssessment = _new(NodeAssessment)
+    _set_name(item, name)
+    _set_level(item, level)
+    _set_score(item, node.score)
+    _set_signals(item, node.values)
+    _set_time(item, node.last_sample_time)
+    _set_reasons(item, reasons)
+    return item
+
 
 #: Ordered levels; the index is the rank used by hysteresis.
 RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
+
+_RANK_TEXT = tuple(level.value for level in RANKED_LEVELS)
 
 KNOWN_SIGNALS = frozenset(SIGNAL_NAMES)
 
@@ -100,10 +120,24 @@ def _describe(name: str, value: float, where: str, sub: float, weight: str) -> s
     return f"{name}={value:.4g} {where} (sub-score {sub:.0f}, weight {weight})"
 
 
+_PERCENTS = tuple(str(i) for i in range(101))
+"""``f"{x:.0f}"`` of 0 <= x <= 100 is ``_PERCENTS[int(x + ROUNDER - ROUNDER)]`` (both round half to even)."""
+
+
 class _RuleTexts:
     """The parts of a reason that depend only on the rule (formatted once per rules version)."""
 
-    __slots__ = ("between", "calm", "critical", "rule", "weight")
+    __slots__ = (
+        "between",
+        "between_line",
+        "calm",
+        "critical",
+        "critical_line",
+        "rule",
+        "span",
+        "weight",
+        "weight_line",
+    )
 
     def __init__(self, rule: SignalRule) -> None:
         self.rule = rule
@@ -111,6 +145,11 @@ class _RuleTexts:
         self.between = f"> warn {rule.warn:g}, < critical {rule.critical:g}"
         self.calm = f"≤ warn {rule.warn:g}"
         self.weight = f"{rule.weight:g}"
+        self.span = rule.critical - rule.warn
+        # pieces of a reason line: f"{name}={value:.4g}{critical_line}{sub-score}{weight_line}"
+        self.critical_line = f" {self.critical} (sub-score "
+        self.between_line = f" {self.between} (sub-score "
+        self.weight_line = f", weight {self.weight})"
 
 
 def _rule_texts(rules: DetectionRules) -> dict[str, _RuleTexts]:
@@ -136,7 +175,7 @@ def _signal_specs(rules: DetectionRules) -> dict[str, _Spec]:
 
 def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -> list[str]:
     """``Contribution.describe()`` of the scored signals above warn, worst first (same as ``_hot``)."""
-    hot: list[tuple[float, str, float, _RuleTexts]] = []
+    hot: list[tuple[float, str, float, str, str]] = []
     for name, value in values.items():
         text = texts.get(name)
         if text is None:
@@ -144,12 +183,15 @@ def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -
         rule = text.rule
         if value <= rule.warn:
             continue
-        sub = 100.0 if value >= rule.critical else 100.0 * (value - rule.warn) / (rule.critical - rule.warn)
-        hot.append((sub, name, value, text))
+        if value >= rule.critical:
+            hot.append((100.0, name, value, text.critical_line, text.weight_line))
+        else:
+            hot.append((100.0 * (value - rule.warn) / text.span, name, value, text.between_line, text.weight_line))
     hot.sort(key=itemgetter(0), reverse=True)
+    percents = _PERCENTS  # 0 < sub <= 100 here
     return [
-        _describe(name, value, text.critical if value >= text.rule.critical else text.between, sub, text.weight)
-        for sub, name, value, text in hot
+        f"{name}={value:.4g}{where}{percents[int(sub + ROUNDER - ROUNDER)]}{weight}"
+        for sub, name, value, where, weight in hot
     ]
 
 
@@ -440,15 +482,17 @@ class Scorer:
             out.extend(f"{r.name} absent: {r.reason or 'no reason given'}" for r in node.absent)
         else:
             if node.rank > 0 or headline:
-                raw = RANKED_LEVELS[_rank(node.score, self._rules.levels)]
+                raw = _rank(node.score, self._rules.levels)
                 out.append(
-                    f"level {RANKED_LEVELS[node.rank].value} since {fast_format_time(node.changed_at)} "
-                    f"({node.changed_how}); score {node.score:.1f} now (raw level {raw.value})"
+                    f"level {_RANK_TEXT[node.rank]} since {fast_format_time(node.changed_at)} "
+                    f"({node.changed_how}); score {node.score:.1f} now (raw level {_RANK_TEXT[raw]})"
                 )
             out += _hot_reasons(node.values, self._texts)
             out.extend(_unjudged(r, self._rules) for r in node.unjudged)
         if len(out) > MAX_REASONS:
             del out[MAX_REASONS:]
+        if max(map(len, out), default=0) <= MAX_REASON_CHARS:
+            return tuple(out)
         return tuple(r if len(r) <= MAX_REASON_CHARS else r[:MAX_REASON_CHARS] for r in out)
 
     def assess(self, now: float) -> tuple[list[NodeAssessment], list[str]]:
@@ -494,7 +538,7 @@ class Scorer:
                     reasons = () if calm else self._reasons(node)
                 else:
                     level, reasons = Level.UNKNOWN, self._reasons(node)
-                item = NodeAssessment(name, level, node.score, node.values, node.last_sample_time, reasons)
+                item = _assessment(name, node, level, reasons)
                 node.assessment = item
             out.append(item)
         for name in forgotten:

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from mco_py.model import Level, NodeAssessment, Report, format_time, round_to
+from mco_py.model import ROUND_LIMIT, ROUNDER, Level, NodeAssessment, Report, format_time, round_to
 
-_LEVEL_TEXT = {level: level.value for level in Level}
-_LEVEL_KEY = {level: level.value.lower() for level in Level}
+_LEVEL_KEY = {level.value: level.value.lower() for level in Level}
+"""Summary key by level text. (Hot loops read ``level._value_``: hashing an enum member runs Python code.)"""
 _MAX_CACHED_SECOND = 253402300799  # 9999-12-31T23:59:59Z
 
 
@@ -35,25 +35,31 @@ def _second(whole: int) -> str:
     return text
 
 
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
+
+
 def fast_format_time(ts: float) -> str:
     """Same as :func:`mco_py.model.format_time` (datetime rounds to microseconds half-even, then truncates to ms)."""
     if not 0 <= ts < _MAX_CACHED_SECOND:
         return format_time(ts)
     whole = int(ts)
-    micros = round((ts - whole) * 1e6)  # ts - whole is exact for 0 <= ts
+    micros = int((ts - whole) * 1e6 + ROUNDER - ROUNDER)  # round() half to even; ts - whole is exact for 0 <= ts
     if micros >= 1_000_000:
         whole += 1
         micros -= 1_000_000
-    return f"{_SECONDS.get(whole) or _second(whole)}.{micros // 1000:03d}Z"
+    return (_SECONDS.get(whole) or _second(whole)) + _MILLIS[micros // 1000]
+
+
+_SCALED_LIMIT = ROUND_LIMIT / 1e4
 
 
 def rounded_signals(signals: Mapping[str, float]) -> dict[str, float]:
     """``{name: round_to(value, 1e4)}`` without the non-finite values; inlined for the common all-finite case."""
-    try:
-        return {k: round(v * 1e4) / 1e4 for k, v in signals.items()}
-    except (OverflowError, ValueError):  # a non-finite (or huge) value somewhere: the careful way
-        isfinite = math.isfinite
-        return {k: round_to(v, 1e4) for k, v in signals.items() if isfinite(v)}
+    # every |value| * 1e4 below ROUND_LIMIT (a sum of magnitudes bounds each; NaN and inf fail it)
+    if sum(map(abs, signals.values())) < _SCALED_LIMIT:
+        return {k: (v * 1e4 + ROUNDER - ROUNDER) / 1e4 for k, v in signals.items()}
+    isfinite = math.isfinite
+    return {k: round_to(v, 1e4) for k, v in signals.items() if isfinite(v)}
 
 
 class Cached:
@@ -73,10 +79,14 @@ class Cached:
     def _head(self, signals: dict[str, float] | None = None) -> dict[str, Any]:
         """A new entry without reasons: name, level, score, ``signals`` when given, lastSampleTime."""
         item = self.item
+        score = item.score * 100.0
         out: dict[str, Any] = {
             "name": item.name,
-            "level": _LEVEL_TEXT[item.level],
-            "score": round_to(item.score, 100.0),
+            "level": item.level._value_,
+            # round_to(item.score, 100.0), without the call in the usual case
+            "score": (score + ROUNDER - ROUNDER) / 100.0
+            if -ROUND_LIMIT < score < ROUND_LIMIT
+            else round_to(item.score, 100.0),
         }
         if signals is not None:
             out["signals"] = signals
@@ -132,12 +142,12 @@ class Cached:
 
 def envelope(report: Report) -> dict[str, Any]:
     """The status document without its ``nodes``."""
-    summary = {"nodes": len(report.nodes), "detailDropped": report.detail_dropped}
-    for key in _LEVEL_KEY.values():
-        summary[key] = 0
-    level_key = _LEVEL_KEY
+    counts = dict.fromkeys(_LEVEL_KEY, 0)
     for item in report.nodes:
-        summary[level_key[item.level]] += 1
+        counts[item.level._value_] += 1
+    summary = {"nodes": len(report.nodes), "detailDropped": report.detail_dropped}
+    for text, key in _LEVEL_KEY.items():
+        summary[key] = counts[text]
     return {
         "lastUpdateTime": fast_format_time(report.last_update_time),
         "analyzer": {"identity": report.analyzer_identity, "rulesVersion": report.rules_version},
