@@ -31,26 +31,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
-from mco_py.analysis.status import fast_format_time
+from mco_py.analysis.status import fast_format_time, new_assessment
 from mco_py.model import ROUNDER, SIGNAL_NAMES, Level, NodeAssessment, Report, Sample, SignalReading
-
-_new = object.__new__
-_set_name, _set_level, _set_score, _set_signals, _set_time, _set_reasons = (
-    NodeAssessment.__dict__[f].__set__ for f in ("name", "level", "score", "signals", "last_sample_time", "reasons")
-)
-
-
-def _assessment(name: str, node: _Node, level: Level, reasons: tuple[str, ...]) -> NodeAssessment:
-    """The node's ``NodeAssessment`` without the frozen-dataclass ``__init__`` (half the cost; one per fresh node)."""
-    item: NodeAssessment = _new(NodeAssessment)
-    _set_name(item, name)
-    _set_level(item, level)
-    _set_score(item, node.score)
-    _set_signals(item, node.values)
-    _set_time(item, node.last_sample_time)
-    _set_reasons(item, reasons)
-    return item
-
 
 #: Ordered levels; the index is the rank used by hysteresis.
 RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
@@ -538,7 +520,14 @@ class Scorer:
                     reasons = () if calm else self._reasons(node)
                 else:
                     level, reasons = Level.UNKNOWN, self._reasons(node)
-                item = _assessment(name, node, level, reasons)
+                item = new_assessment(
+                    name,
+                    level,
+                    node.score,
+                    signals=node.values,
+                    last_sample_time=node.last_sample_time,
+                    reasons=reasons,
+                )
                 node.assessment = item
             out.append(item)
         for name in forgotten:

@@ -239,8 +239,27 @@ class Engine:
         return fitted
 
 
+def _promote_young() -> None:
+    """Move every object the GC tracks into its oldest generation, without a collection.
+
+    ``freeze`` moves the tracked objects to the permanent generation and ``unfreeze`` puts
+    them back into the oldest one: two list splices, no traversal. The report just built
+    (tens of thousands of entries, kept until the next report) would otherwise be walked
+    by the young collection that its allocations trigger as soon as the GC is back on
+    (10-30 ms at 10,000 nodes) and again by the middle one. Nothing is lost: garbage
+    cycles among the promoted objects are found by the next full collection. (The
+    analyzer itself never freezes objects, so unfreezing takes nothing from anyone.)
+    """
+    gc.freeze()
+    gc.unfreeze()
+
+
 class _GCPause:
-    """Disables the cyclic GC while any holder is inside; re-enables it only if it was on before."""
+    """Disables the cyclic GC while any holder is inside; re-enables it only if it was on before.
+
+    On the way out the objects allocated meanwhile go straight to the oldest generation
+    (:func:`_promote_young`).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -260,6 +279,7 @@ class _GCPause:
             with self._lock:
                 self._holders -= 1
                 if self._holders == 0 and self._was_enabled:
+                    _promote_young()
                     gc.enable()
 
 
