@@ -25,6 +25,7 @@ Time is always passed in (``now``, seconds since the epoch), so results are dete
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,17 @@ from operator import itemgetter
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
 from mco_py.analysis.status import fast_format_time, new_assessment
-from mco_py.model import ROUNDER, SIGNAL_NAMES, Level, NodeAssessment, Report, Sample, SignalReading
+from mco_py.model import (
+    ROUND_LIMIT,
+    ROUNDER,
+    SIGNAL_NAMES,
+    Level,
+    NodeAssessment,
+    Report,
+    Sample,
+    SignalReading,
+    round_to,
+)
 
 #: Ordered levels; the index is the rank used by hysteresis.
 RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
@@ -40,6 +51,9 @@ RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.H
 _RANK_TEXT = tuple(level.value for level in RANKED_LEVELS)
 
 KNOWN_SIGNALS = frozenset(SIGNAL_NAMES)
+
+_ROUNDED_LIMIT = ROUND_LIMIT / 1e4
+"""Values below this in magnitude round to 4 decimals by the ROUNDER sum (see :func:`~mco_py.model.round_to`)."""
 
 MAX_REASONS = 32
 MAX_REASON_CHARS = 512
@@ -170,9 +184,10 @@ def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -
         else:
             hot.append((100.0 * (value - rule.warn) / text.span, name, value, text.between_line, text.weight_line))
     hot.sort(key=itemgetter(0), reverse=True)
-    percents = _PERCENTS  # 0 < sub <= 100 here
+    percents = _PERCENTS
     return [
-        f"{name}={value:.4g}{where}{percents[int(sub + ROUNDER - ROUNDER)]}{weight}"
+        f"{name}={value:.4g}{where}{percents[int(sub + ROUNDER - ROUNDER)] if 0.0 <= sub <= 100.0 else f'{sub:.0f}'}"
+        f"{weight}"
         for sub, name, value, where, weight in hot
     ]
 
@@ -202,6 +217,12 @@ def _unjudged(reading: SignalReading, rules: DetectionRules) -> str:
     rule = rules.signals.get(reading.name)
     need = rule.min_events if rule else 0
     return f"{reading.name} not judged: {reading.events} events < minEvents {need}"
+
+
+def _round_into(rounded: dict[str, float], name: str, value: float) -> None:
+    """The careful part of :func:`~mco_py.analysis.status.rounded_signals`: huge values rounded, non-finite left out."""
+    if math.isfinite(value):
+        rounded[name] = round_to(value, 1e4)
 
 
 def _window_mean(node: _Node, name: str, value: float, size: int) -> float:
@@ -235,9 +256,11 @@ class _Node:
         "changed_how",
         "ewma",
         "history",
+        "kept_rounded",
         "last_sample_time",
         "last_seen",
         "rank",
+        "rounded",
         "scorable",
         "score",
         "unjudged",
@@ -249,6 +272,11 @@ class _Node:
         self.ewma: dict[str, float] = {}
         self.windows: dict[str, deque[float]] = {}
         self.values: dict[str, float] = {}
+        self.rounded: dict[str, float] = {}
+        """``values`` as the report shows them (:func:`~mco_py.analysis.status.rounded_signals`), made
+        while smoothing: the values are in the CPU cache then, at report time they are not."""
+        self.kept_rounded: dict[str, float] = {}
+        """``rounded`` as it was when ``assessment`` was made (written only by :meth:`Scorer.assess`)."""
         self.absent: Sequence[SignalReading] = ()
         self.unjudged: Sequence[SignalReading] = ()
         self.history: deque[int] = deque(maxlen=history_len)
@@ -299,6 +327,17 @@ class Scorer:
         """Forget the assessments kept for unchanged nodes: the next :meth:`assess` builds every one anew."""
         for node in self._nodes.values():
             node.assessment = None
+
+    def rounded_signals(self, item: NodeAssessment) -> dict[str, float] | None:
+        """``rounded_signals(item.signals)`` made while smoothing, when ``item`` is the node's kept
+        assessment (a fresh one from :meth:`assess`); else None. For :class:`StatusCache` on the
+        report thread: only :meth:`assess` writes what this reads, so ingest may run meanwhile.
+        The result is shared: never mutate it.
+        """
+        node = self._nodes.get(item.name)
+        if node is None or node.assessment is not item:
+            return None
+        return node.kept_rounded
 
     def _history_len(self) -> int:
         return max(self._rules.hysteresis.raise_after, self._rules.hysteresis.lower_after)
@@ -389,6 +428,7 @@ class Scorer:
         alpha = smoothing.alpha
         ewma = node.ewma
         smoothed: dict[str, float] = {}
+        rounded: dict[str, float] = {}
         unjudged: list[SignalReading] | None = None
         total = 0.0
         weights = 0.0
@@ -400,9 +440,7 @@ class Scorer:
             if min_events and events:
                 count = events.get(name)
                 if count is not None and count < min_events:
-                    if unjudged is None:
-                        unjudged = []
-                    unjudged.append(SignalReading(name, sent, events=count))
+                    unjudged = [*(unjudged or ()), SignalReading(name, sent, events=count)]
                     continue
             if use_ewma:
                 prev = ewma.get(name)
@@ -411,6 +449,10 @@ class Scorer:
             else:
                 value = _window_mean(node, name, sent, smoothing.window)
             smoothed[name] = value
+            if -_ROUNDED_LIMIT < value < _ROUNDED_LIMIT:  # rounded_signals(), inlined
+                rounded[name] = (value * 1e4 + ROUNDER - ROUNDER) / 1e4
+            else:
+                _round_into(rounded, name, value)
             if weight > 0:
                 if value >= critical:
                     total += 100.0 * weight
@@ -418,6 +460,7 @@ class Scorer:
                     total += 100.0 * (value - warn) / span * weight
                 weights += weight
         node.values = smoothed
+        node.rounded = rounded
         node.absent = [r for r in absent if r.name in KNOWN_SIGNALS] if absent else ()
         node.unjudged = unjudged or ()
         if weights <= 0:
@@ -529,6 +572,7 @@ class Scorer:
                     reasons=reasons,
                 )
                 node.assessment = item
+                node.kept_rounded = node.rounded
             out.append(item)
         for name in forgotten:
             del self._nodes[name]

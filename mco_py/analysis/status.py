@@ -92,10 +92,12 @@ def rounded_signals(signals: Mapping[str, float]) -> dict[str, float]:
 class Cached:
     """One node's entry built from ``item`` on demand, plus its stripped form and sizes (for the size fitting)."""
 
-    __slots__ = ("_bare", "_bare_item", "_detail", "_entry", "_time", "has_detail", "item")
+    __slots__ = ("_bare", "_bare_item", "_detail", "_entry", "_rounded", "_time", "has_detail", "item")
 
-    def __init__(self, item: NodeAssessment) -> None:
+    def __init__(self, item: NodeAssessment, rounded: dict[str, float] | None = None) -> None:
         self.item = item
+        self._rounded = rounded
+        """``rounded_signals(item.signals)`` if the caller had it already."""
         self._entry: dict[str, Any] | None = None
         self._bare: dict[str, Any] | None = None
         self._bare_item: NodeAssessment | None = None
@@ -129,7 +131,10 @@ class Cached:
         """The full entry; shared between reports: never mutate it (copy first)."""
         if self._entry is None:
             item = self.item
-            entry = self._head(rounded_signals(item.signals) if item.signals else None)
+            signals = None
+            if item.signals:
+                signals = self._rounded if self._rounded is not None else rounded_signals(item.signals)
+            entry = self._head(signals)
             entry["reasons"] = list(item.reasons)
             self._entry = entry
         return self._entry
@@ -201,7 +206,10 @@ class StatusCache:
     either). Entries of nodes gone from the report are dropped. Not thread-safe.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, rounded: Callable[[NodeAssessment], dict[str, float] | None] | None = None) -> None:
+        self._rounded = rounded
+        """Gives ``rounded_signals(item.signals)`` when it has it at hand, else None
+        (:meth:`~mco_py.analysis.scoring.Scorer.rounded_signals`)."""
         self._by_name: dict[str, Cached] = {}
         self.rebuilt = 0
         """Records made anew (not reused) by the last call."""
@@ -209,13 +217,14 @@ class StatusCache:
     def records(self, report: Report) -> list[Cached]:
         """One record per ``report.nodes`` item, in order; entries are built only when asked for."""
         old = self._by_name
+        hint = self._rounded
         by_name: dict[str, Cached] = {}
         records: list[Cached] = []
         rebuilt = 0
         for item in report.nodes:
             rec = old.get(item.name)
             if rec is None or rec.item is not item:
-                rec = Cached(item)
+                rec = Cached(item, hint(item) if hint else None)
                 rebuilt += 1
             by_name[item.name] = rec
             records.append(rec)
@@ -228,13 +237,14 @@ class StatusCache:
         status = envelope(report)
         # records() and the entries in one pass (each record is touched once while it is in cache)
         old = self._by_name
+        hint = self._rounded
         by_name: dict[str, Cached] = {}
         entries: list[dict[str, Any]] = []
         rebuilt = 0
         for item in report.nodes:
             rec = old.get(item.name)
             if rec is None or rec.item is not item:
-                rec = Cached(item)
+                rec = Cached(item, hint(item) if hint else None)
                 rebuilt += 1
             by_name[item.name] = rec
             entries.append(rec._entry or rec.entry)
