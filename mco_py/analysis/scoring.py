@@ -256,6 +256,7 @@ class _Node:
         "changed_how",
         "ewma",
         "history",
+        "kept_item",
         "kept_rounded",
         "last_sample_time",
         "last_seen",
@@ -275,8 +276,10 @@ class _Node:
         self.rounded: dict[str, float] = {}
         """``values`` as the report shows them (:func:`~mco_py.analysis.status.rounded_signals`), made
         while smoothing: the values are in the CPU cache then, at report time they are not."""
+        self.kept_item: NodeAssessment | None = None
         self.kept_rounded: dict[str, float] = {}
-        """``rounded`` as it was when ``assessment`` was made (written only by :meth:`Scorer.assess`)."""
+        """``rounded`` as it was when ``kept_item``, the last fresh assessment, was made (both written
+        only by :meth:`Scorer.assess`, so the report thread reads them while ingest goes on)."""
         self.absent: Sequence[SignalReading] = ()
         self.unjudged: Sequence[SignalReading] = ()
         self.history: deque[int] = deque(maxlen=history_len)
@@ -329,13 +332,13 @@ class Scorer:
             node.assessment = None
 
     def rounded_signals(self, item: NodeAssessment) -> dict[str, float] | None:
-        """``rounded_signals(item.signals)`` made while smoothing, when ``item`` is the node's kept
-        assessment (a fresh one from :meth:`assess`); else None. For :class:`StatusCache` on the
-        report thread: only :meth:`assess` writes what this reads, so ingest may run meanwhile.
+        """``rounded_signals(item.signals)`` made while smoothing, when ``item`` is the node's last
+        fresh assessment from :meth:`assess`; else None. For :class:`StatusCache` on the report
+        thread: only :meth:`assess` writes what this reads, so ingest may go on meanwhile.
         The result is shared: never mutate it.
         """
         node = self._nodes.get(item.name)
-        if node is None or node.assessment is not item:
+        if node is None or node.kept_item is not item:
             return None
         return node.kept_rounded
 
@@ -572,6 +575,7 @@ class Scorer:
                     reasons=reasons,
                 )
                 node.assessment = item
+                node.kept_item = item
                 node.kept_rounded = node.rounded
             out.append(item)
         for name in forgotten:

@@ -89,15 +89,19 @@ def rounded_signals(signals: Mapping[str, float]) -> dict[str, float]:
     return {k: round_to(v, 1e4) for k, v in signals.items() if isfinite(v)}
 
 
+Rounded = Callable[[NodeAssessment], dict[str, float] | None]
+"""Gives ``rounded_signals(item.signals)`` when it has it at hand, else None."""
+
+
 class Cached:
     """One node's entry built from ``item`` on demand, plus its stripped form and sizes (for the size fitting)."""
 
     __slots__ = ("_bare", "_bare_item", "_detail", "_entry", "_rounded", "_time", "has_detail", "item")
 
-    def __init__(self, item: NodeAssessment, rounded: dict[str, float] | None = None) -> None:
+    def __init__(self, item: NodeAssessment, rounded: Rounded | None = None) -> None:
         self.item = item
         self._rounded = rounded
-        """``rounded_signals(item.signals)`` if the caller had it already."""
+        """Asked for ``rounded_signals(item.signals)`` when the entry is built (see :class:`StatusCache`)."""
         self._entry: dict[str, Any] | None = None
         self._bare: dict[str, Any] | None = None
         self._bare_item: NodeAssessment | None = None
@@ -133,7 +137,9 @@ class Cached:
             item = self.item
             signals = None
             if item.signals:
-                signals = self._rounded if self._rounded is not None else rounded_signals(item.signals)
+                signals = self._rounded(item) if self._rounded is not None else None
+                if signals is None:
+                    signals = rounded_signals(item.signals)
             entry = self._head(signals)
             entry["reasons"] = list(item.reasons)
             self._entry = entry
@@ -206,7 +212,7 @@ class StatusCache:
     either). Entries of nodes gone from the report are dropped. Not thread-safe.
     """
 
-    def __init__(self, rounded: Callable[[NodeAssessment], dict[str, float] | None] | None = None) -> None:
+    def __init__(self, rounded: Rounded | None = None) -> None:
         self._rounded = rounded
         """Gives ``rounded_signals(item.signals)`` when it has it at hand, else None
         (:meth:`~mco_py.analysis.scoring.Scorer.rounded_signals`)."""
@@ -224,7 +230,7 @@ class StatusCache:
         for item in report.nodes:
             rec = old.get(item.name)
             if rec is None or rec.item is not item:
-                rec = Cached(item, hint(item) if hint else None)
+                rec = Cached(item, hint)
                 rebuilt += 1
             by_name[item.name] = rec
             records.append(rec)
@@ -244,7 +250,7 @@ class StatusCache:
         for item in report.nodes:
             rec = old.get(item.name)
             if rec is None or rec.item is not item:
-                rec = Cached(item, hint(item) if hint else None)
+                rec = Cached(item, hint)
                 rebuilt += 1
             by_name[item.name] = rec
             entries.append(rec._entry or rec.entry)
