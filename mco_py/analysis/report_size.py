@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from mco_py.analysis.status import Cached, StatusCache, envelope
+from mco_py.analysis.status import Cached, StatusCache, envelope, summary
 from mco_py.model import Level, Report
 
 #: etcd's default request size limit.
@@ -28,7 +28,7 @@ ETCD_REQUEST_LIMIT = 1_572_864
 DEFAULT_STATUS_BUDGET = 1_400_000
 
 _STRIP_ORDER = (Level.NONE, Level.LOW, Level.UNKNOWN, Level.MEDIUM, Level.HIGH)
-_STRIP_RANK = {level: i for i, level in enumerate(_STRIP_ORDER)}
+_STRIP_RANK_BY_TEXT = {level.value: i for i, level in enumerate(_STRIP_ORDER)}
 
 
 _NON_ASCII = bytes(range(128, 256))
@@ -86,8 +86,9 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
     # size with every detail stripped (compact JSON: bare entries joined by commas)
     size = encoded_size({**head, "nodes": [rec.bare_entry for rec in records]})
     nodes = list(report.nodes)
-    rank = _STRIP_RANK
-    order = sorted(range(len(nodes)), key=lambda i: (rank[nodes[i].level], nodes[i].score, nodes[i].name))
+    rank = _STRIP_RANK_BY_TEXT  # by level text: hashing an enum member runs Python code
+    keys = [(rank[item.level._value_], item.score, item.name) for item in nodes]
+    order = sorted(range(len(nodes)), key=keys.__getitem__)
     keep = [not rec.has_detail for rec in records]
     pending = 0  # detail bytes of the records not kept
     with_detail = [i for i in reversed(order) if records[i].has_detail]
@@ -122,8 +123,5 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
         nodes = [n for n, k in zip(nodes, kept, strict=True) if k]
         entries = [e for e, k in zip(entries, kept, strict=True) if k]
     fitted = dataclasses.replace(report, nodes=tuple(nodes), detail_dropped=stripped)
-    summary = {"nodes": len(nodes), "detailDropped": stripped} | {level.value.lower(): 0 for level in Level}
-    for item in nodes:
-        summary[item.level.value.lower()] += 1
-    status = {**head, "summary": summary, "nodes": entries}
+    status = {**head, "summary": summary(nodes, stripped), "nodes": entries}
     return Fitted(fitted, size + len(str(stripped)), tuple(dropped), status=status)

@@ -44,6 +44,7 @@ MAX_VALUES: dict[str, float] = {
 }
 
 _LARGEST = sys.float_info.max
+"""The bound of a signal not in :data:`MAX_VALUES` (so infinity fails the one-comparison check)."""
 
 MAX_NODE_NAME = 253
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -72,6 +73,25 @@ def node_name_problem(name: str) -> str | None:
     return None
 
 
+def check_head(node: str, ts: float, *, now: float, max_future: float = 300.0, max_age: float = 300.0) -> None:
+    """The checks of :func:`check_sample` on a sample's node name and time (the same errors, in the same order)."""
+    problem = node_name_problem(node)
+    if problem:
+        raise InvalidSample("invalid_node_name", problem)
+    if not math.isfinite(ts) or ts > now + max_future:
+        raise InvalidSample(
+            "future_timestamp",
+            f"node {node}: sample time is {ts - now:.0f}s ahead of the analyzer clock "
+            f"(at most {max_future:g}s allowed); check the node's clock (NTP)",
+        )
+    if ts < now - max_age:
+        raise InvalidSample(
+            "past_timestamp",
+            f"node {node}: sample is {now - ts:.0f}s old (at most {max_age:g}s allowed); "
+            "check the node's clock or the collector's send buffer",
+        )
+
+
 def check_sample(sample: Sample, *, now: float, max_future: float = 300.0, max_age: float = 300.0) -> None:
     """Raise :class:`InvalidSample` if ``sample`` must not be scored.
 
@@ -79,22 +99,7 @@ def check_sample(sample: Sample, *, now: float, max_future: float = 300.0, max_a
     or more than ``max_age`` seconds behind it are refused. Unknown signal names are
     allowed (newer collectors) and ignored by scoring.
     """
-    problem = node_name_problem(sample.node)
-    if problem:
-        raise InvalidSample("invalid_node_name", problem)
-    ts = sample.timestamp
-    if not math.isfinite(ts) or ts > now + max_future:
-        raise InvalidSample(
-            "future_timestamp",
-            f"node {sample.node}: sample time is {ts - now:.0f}s ahead of the analyzer clock "
-            f"(at most {max_future:g}s allowed); check the node's clock (NTP)",
-        )
-    if ts < now - max_age:
-        raise InvalidSample(
-            "past_timestamp",
-            f"node {sample.node}: sample is {now - ts:.0f}s old (at most {max_age:g}s allowed); "
-            "check the node's clock or the collector's send buffer",
-        )
+    check_head(sample.node, sample.timestamp, now=now, max_future=max_future, max_age=max_age)
     for name, reading in sample.signals.items():
         value = reading.value
         if reading.events is not None and reading.events < 0:

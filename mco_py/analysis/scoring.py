@@ -25,19 +25,35 @@ Time is always passed in (``now``, seconds since the epoch), so results are dete
 
 from __future__ import annotations
 
+import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
-from mco_py.analysis.status import fast_format_time
-from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report, Sample, SignalReading
+from mco_py.analysis.status import fast_format_time, new_assessment
+from mco_py.model import (
+    ROUND_LIMIT,
+    ROUNDER,
+    SIGNAL_NAMES,
+    Level,
+    NodeAssessment,
+    Report,
+    Sample,
+    SignalReading,
+    round_to,
+)
 
 #: Ordered levels; the index is the rank used by hysteresis.
 RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
 
+_RANK_TEXT = tuple(level.value for level in RANKED_LEVELS)
+
 KNOWN_SIGNALS = frozenset(SIGNAL_NAMES)
+
+_ROUNDED_LIMIT = ROUND_LIMIT / 1e4
+"""Values below this in magnitude round to 4 decimals by the ROUNDER sum (see :func:`~mco_py.model.round_to`)."""
 
 MAX_REASONS = 32
 MAX_REASON_CHARS = 512
@@ -100,10 +116,24 @@ def _describe(name: str, value: float, where: str, sub: float, weight: str) -> s
     return f"{name}={value:.4g} {where} (sub-score {sub:.0f}, weight {weight})"
 
 
+_PERCENTS = tuple(str(i) for i in range(101))
+"""``f"{x:.0f}"`` of 0 <= x <= 100 is ``_PERCENTS[int(x + ROUNDER - ROUNDER)]`` (both round half to even)."""
+
+
 class _RuleTexts:
     """The parts of a reason that depend only on the rule (formatted once per rules version)."""
 
-    __slots__ = ("between", "calm", "critical", "rule", "weight")
+    __slots__ = (
+        "between",
+        "between_line",
+        "calm",
+        "critical",
+        "critical_line",
+        "rule",
+        "span",
+        "weight",
+        "weight_line",
+    )
 
     def __init__(self, rule: SignalRule) -> None:
         self.rule = rule
@@ -111,6 +141,11 @@ class _RuleTexts:
         self.between = f"> warn {rule.warn:g}, < critical {rule.critical:g}"
         self.calm = f"≤ warn {rule.warn:g}"
         self.weight = f"{rule.weight:g}"
+        self.span = rule.critical - rule.warn
+        # pieces of a reason line: f"{name}={value:.4g}{critical_line}{sub-score}{weight_line}"
+        self.critical_line = f" {self.critical} (sub-score "
+        self.between_line = f" {self.between} (sub-score "
+        self.weight_line = f", weight {self.weight})"
 
 
 def _rule_texts(rules: DetectionRules) -> dict[str, _RuleTexts]:
@@ -118,9 +153,25 @@ def _rule_texts(rules: DetectionRules) -> dict[str, _RuleTexts]:
     return {name: _RuleTexts(rule) for name, rule in rules.signals.items() if rule.weight > 0}
 
 
+_Spec = tuple[int, float, float, float, float]
+"""A known signal's rule as the hot loop reads it: minEvents, warn, critical, critical - warn, weight (0 unscored)."""
+
+
+def _signal_specs(rules: DetectionRules) -> dict[str, _Spec]:
+    """Every known signal's :data:`_Spec` (a signal without a rule is smoothed, never judged nor scored)."""
+    out: dict[str, _Spec] = {}
+    for name in SIGNAL_NAMES:
+        rule = rules.signals.get(name)
+        if rule is None:
+            out[name] = (0, 0.0, 0.0, 0.0, 0.0)
+        else:
+            out[name] = (rule.min_events, rule.warn, rule.critical, rule.critical - rule.warn, max(rule.weight, 0.0))
+    return out
+
+
 def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -> list[str]:
     """``Contribution.describe()`` of the scored signals above warn, worst first (same as ``_hot``)."""
-    hot: list[tuple[float, str, float, _RuleTexts]] = []
+    hot: list[tuple[float, str, float, str, str]] = []
     for name, value in values.items():
         text = texts.get(name)
         if text is None:
@@ -128,33 +179,17 @@ def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -
         rule = text.rule
         if value <= rule.warn:
             continue
-        sub = 100.0 if value >= rule.critical else 100.0 * (value - rule.warn) / (rule.critical - rule.warn)
-        hot.append((sub, name, value, text))
-    hot.sort(key=itemgetter(0), reverse=True)
-    return [
-        _describe(name, value, text.critical if value >= text.rule.critical else text.between, sub, text.weight)
-        for sub, name, value, text in hot
-    ]
-
-
-def _weighted_score(values: Mapping[str, float], rules: DetectionRules) -> float | None:
-    """The node score alone (the hot path of :meth:`Scorer.observe`; same result as :func:`score_signals`)."""
-    total = 0.0
-    weights = 0.0
-    signal_rules = rules.signals
-    for name, value in values.items():
-        rule = signal_rules.get(name)
-        if rule is None or rule.weight <= 0:
-            continue
-        weight = rule.weight
         if value >= rule.critical:
-            total += 100.0 * weight
-        elif value > rule.warn:
-            total += 100.0 * (value - rule.warn) / (rule.critical - rule.warn) * weight
-        weights += weight
-    if weights <= 0:
-        return None
-    return min(100.0, max(0.0, total / weights))
+            hot.append((100.0, name, value, text.critical_line, text.weight_line))
+        else:
+            hot.append((100.0 * (value - rule.warn) / text.span, name, value, text.between_line, text.weight_line))
+    hot.sort(key=itemgetter(0), reverse=True)
+    percents = _PERCENTS
+    return [
+        f"{name}={value:.4g}{where}{percents[int(sub + ROUNDER - ROUNDER)] if 0.0 <= sub <= 100.0 else f'{sub:.0f}'}"
+        f"{weight}"
+        for sub, name, value, where, weight in hot
+    ]
 
 
 def score_signals(values: Mapping[str, float], rules: DetectionRules) -> tuple[float | None, list[Contribution]]:
@@ -184,6 +219,21 @@ def _unjudged(reading: SignalReading, rules: DetectionRules) -> str:
     return f"{reading.name} not judged: {reading.events} events < minEvents {need}"
 
 
+def _round_into(rounded: dict[str, float], name: str, value: float) -> None:
+    """The careful part of :func:`~mco_py.analysis.status.rounded_signals`: huge values rounded, non-finite left out."""
+    if math.isfinite(value):
+        rounded[name] = round_to(value, 1e4)
+
+
+def _window_mean(node: _Node, name: str, value: float, size: int) -> float:
+    """The mean of the node's last ``size`` values of ``name``, ``value`` included."""
+    window = node.windows.get(name)
+    if window is None:
+        window = node.windows[name] = deque(maxlen=size)
+    window.append(value)
+    return sum(window) / len(window)
+
+
 @dataclass(frozen=True, slots=True)
 class LevelChange:
     """A node's level moved; returned by :meth:`Scorer.observe` for logging."""
@@ -206,9 +256,12 @@ class _Node:
         "changed_how",
         "ewma",
         "history",
+        "kept_item",
+        "kept_rounded",
         "last_sample_time",
         "last_seen",
         "rank",
+        "rounded",
         "scorable",
         "score",
         "unjudged",
@@ -220,8 +273,15 @@ class _Node:
         self.ewma: dict[str, float] = {}
         self.windows: dict[str, deque[float]] = {}
         self.values: dict[str, float] = {}
-        self.absent: list[SignalReading] = []
-        self.unjudged: list[SignalReading] = []
+        self.rounded: dict[str, float] = {}
+        """``values`` as the report shows them (:func:`~mco_py.analysis.status.rounded_signals`), made
+        while smoothing: the values are in the CPU cache then, at report time they are not."""
+        self.kept_item: NodeAssessment | None = None
+        self.kept_rounded: dict[str, float] = {}
+        """``rounded`` as it was when ``kept_item``, the last fresh assessment, was made (both written
+        only by :meth:`Scorer.assess`, so the report thread reads them while ingest goes on)."""
+        self.absent: Sequence[SignalReading] = ()
+        self.unjudged: Sequence[SignalReading] = ()
         self.history: deque[int] = deque(maxlen=history_len)
         self.rank = -1
         self.score = 0.0
@@ -240,6 +300,7 @@ class Scorer:
     def __init__(self, rules: DetectionRules) -> None:
         self._rules = rules
         self._texts = _rule_texts(rules)
+        self._specs = _signal_specs(rules)
         self._nodes: dict[str, _Node] = {}
         self._order: list[str] | None = None
         """Node names sorted; None after a node came or went."""
@@ -254,6 +315,7 @@ class Scorer:
         old = self._rules
         self._rules = rules
         self._texts = _rule_texts(rules)
+        self._specs = _signal_specs(rules)
         smoothing_changed = old.smoothing != rules.smoothing
         history_len = self._history_len()
         self.drop_kept_assessments()  # reasons quote the rules
@@ -269,6 +331,17 @@ class Scorer:
         for node in self._nodes.values():
             node.assessment = None
 
+    def rounded_signals(self, item: NodeAssessment) -> dict[str, float] | None:
+        """``rounded_signals(item.signals)`` made while smoothing, when ``item`` is the node's last
+        fresh assessment from :meth:`assess`; else None. For :class:`StatusCache` on the report
+        thread: only :meth:`assess` writes what this reads, so ingest may go on meanwhile.
+        The result is shared: never mutate it.
+        """
+        node = self._nodes.get(item.name)
+        if node is None or node.kept_item is not item:
+            return None
+        return node.kept_rounded
+
     def _history_len(self) -> int:
         return max(self._rules.hysteresis.raise_after, self._rules.hysteresis.lower_after)
 
@@ -281,25 +354,53 @@ class Scorer:
 
     def observe(self, sample: Sample, now: float) -> LevelChange | None:
         """Take one accepted sample (received at ``now``); returns the level change it caused, if any."""
+        values: dict[str, float] = {}
+        events: dict[str, int] = {}
+        absent: list[SignalReading] = []
+        for name, reading in sample.signals.items():
+            if name not in KNOWN_SIGNALS:
+                continue  # a newer collector's signal: not stored, not scored
+            if reading.value is None:
+                absent.append(reading)
+                continue
+            values[name] = reading.value
+            if reading.events is not None:
+                events[name] = reading.events
+        return self.observe_values(sample.node, sample.timestamp, values, now, events=events, absent=absent)
+
+    def observe_values(
+        self,
+        name: str,
+        timestamp: float,
+        values: Mapping[str, float],
+        now: float,
+        *,
+        events: Mapping[str, int] | None = None,
+        absent: Sequence[SignalReading] = (),
+    ) -> LevelChange | None:
+        """:meth:`observe` of a sample given as its parts: node ``name``, sample ``timestamp``, the
+        ``values`` of the signals present, their ``events`` counts (where sent) and the ``absent``
+        readings (the ingest hot path: no :class:`Sample` object per message). Signals whose name
+        is unknown are ignored, as in :meth:`observe`.
+        """
         rules = self._rules
-        node = self._nodes.get(sample.node)
+        node = self._nodes.get(name)
         resumed = node is not None and now - node.last_seen > rules.staleness.stale_after_seconds
         old_level = None
         if node is None or resumed:
             if node is None:
                 self._order = None
             node = _Node(self._history_len())
-            self._nodes[sample.node] = node
+            self._nodes[name] = node
         else:
             old_level = self._level_of(node)
         node.last_seen = now
         node.assessment = None
-        node.last_sample_time = max(node.last_sample_time, sample.timestamp)
-        self._smooth(node, sample)
-        score = _weighted_score(node.values, rules)
+        node.last_sample_time = max(node.last_sample_time, timestamp)
+        score = self._smooth(node, values, events, absent)
         if score is None:
             node.scorable = False
-            return self._change(sample.node, node, old_level)
+            return self._change(name, node, old_level)
         node.scorable = True
         node.score = score
         raw = _rank(score, rules.levels)
@@ -308,45 +409,66 @@ class Scorer:
             node.rank = raw
             node.changed_how = "first assessment after the node was stale" if resumed else "first assessment"
             node.changed_at = now
-        else:
+        elif raw != node.rank:  # an assessment at the current level moves nothing
             self._move(node, now)
-        return self._change(sample.node, node, old_level)
+        return self._change(name, node, old_level)
 
-    def _smooth(self, node: _Node, sample: Sample) -> None:
-        """Update the node's smoothed values from ``sample``; note absent and unjudged signals."""
-        rules = self._rules
-        smoothing = rules.smoothing
+    def _smooth(
+        self,
+        node: _Node,
+        values: Mapping[str, float],
+        events: Mapping[str, int] | None,
+        absent: Sequence[SignalReading],
+    ) -> float | None:
+        """Update the node's smoothed values; note absent and unjudged signals; return the node score.
+
+        One pass does what :func:`score_signals` does on the smoothed values (same arithmetic,
+        same order): the weighted mean of the sub-scores, None when no signal can be scored.
+        """
+        specs = self._specs
+        smoothing = self._rules.smoothing
         use_ewma = smoothing.method == "ewma"
         alpha = smoothing.alpha
-        signal_rules = rules.signals
-        values: dict[str, float] = {}
-        absent: list[SignalReading] = []
-        unjudged: list[SignalReading] = []
-        for name, reading in sample.signals.items():
-            if name not in KNOWN_SIGNALS:
+        ewma = node.ewma
+        smoothed: dict[str, float] = {}
+        rounded: dict[str, float] = {}
+        unjudged: list[SignalReading] | None = None
+        total = 0.0
+        weights = 0.0
+        for name, sent in values.items():
+            spec = specs.get(name)
+            if spec is None:
                 continue  # a newer collector's signal: not stored, not scored
-            value = reading.value
-            if value is None:
-                absent.append(reading)
-                continue
-            rule = signal_rules.get(name)
-            if rule is not None and rule.min_events and reading.events is not None and reading.events < rule.min_events:
-                unjudged.append(reading)
-                continue
+            min_events, warn, critical, span, weight = spec
+            if min_events and events:
+                count = events.get(name)
+                if count is not None and count < min_events:
+                    unjudged = [*(unjudged or ()), SignalReading(name, sent, events=count)]
+                    continue
             if use_ewma:
-                prev = node.ewma.get(name)
-                value = value if prev is None else prev + alpha * (value - prev)
-                node.ewma[name] = value
+                prev = ewma.get(name)
+                value = sent if prev is None else prev + alpha * (sent - prev)
+                ewma[name] = value
             else:
-                window = node.windows.get(name)
-                if window is None:
-                    window = node.windows[name] = deque(maxlen=smoothing.window)
-                window.append(value)
-                value = sum(window) / len(window)
-            values[name] = value
-        node.values = values
-        node.absent = absent
-        node.unjudged = unjudged
+                value = _window_mean(node, name, sent, smoothing.window)
+            smoothed[name] = value
+            if -_ROUNDED_LIMIT < value < _ROUNDED_LIMIT:  # rounded_signals(), inlined
+                rounded[name] = (value * 1e4 + ROUNDER - ROUNDER) / 1e4
+            else:
+                _round_into(rounded, name, value)
+            if weight > 0:
+                if value >= critical:
+                    total += 100.0 * weight
+                elif value > warn:
+                    total += 100.0 * (value - warn) / span * weight
+                weights += weight
+        node.values = smoothed
+        node.rounded = rounded
+        node.absent = [r for r in absent if r.name in KNOWN_SIGNALS] if absent else ()
+        node.unjudged = unjudged or ()
+        if weights <= 0:
+            return None
+        return min(100.0, max(0.0, total / weights))
 
     def _move(self, node: _Node, now: float) -> None:
         """Hysteresis: rise to the lowest of the last raiseAfter, fall to the highest of the last lowerAfter."""
@@ -388,15 +510,17 @@ class Scorer:
             out.extend(f"{r.name} absent: {r.reason or 'no reason given'}" for r in node.absent)
         else:
             if node.rank > 0 or headline:
-                raw = RANKED_LEVELS[_rank(node.score, self._rules.levels)]
+                raw = _rank(node.score, self._rules.levels)
                 out.append(
-                    f"level {RANKED_LEVELS[node.rank].value} since {fast_format_time(node.changed_at)} "
-                    f"({node.changed_how}); score {node.score:.1f} now (raw level {raw.value})"
+                    f"level {_RANK_TEXT[node.rank]} since {fast_format_time(node.changed_at)} "
+                    f"({node.changed_how}); score {node.score:.1f} now (raw level {_RANK_TEXT[raw]})"
                 )
             out += _hot_reasons(node.values, self._texts)
             out.extend(_unjudged(r, self._rules) for r in node.unjudged)
         if len(out) > MAX_REASONS:
             del out[MAX_REASONS:]
+        if max(map(len, out), default=0) <= MAX_REASON_CHARS:
+            return tuple(out)
         return tuple(r if len(r) <= MAX_REASON_CHARS else r[:MAX_REASON_CHARS] for r in out)
 
     def assess(self, now: float) -> tuple[list[NodeAssessment], list[str]]:
@@ -442,8 +566,17 @@ class Scorer:
                     reasons = () if calm else self._reasons(node)
                 else:
                     level, reasons = Level.UNKNOWN, self._reasons(node)
-                item = NodeAssessment(name, level, node.score, node.values, node.last_sample_time, reasons)
+                item = new_assessment(
+                    name,
+                    level,
+                    node.score,
+                    signals=node.values,
+                    last_sample_time=node.last_sample_time,
+                    reasons=reasons,
+                )
                 node.assessment = item
+                node.kept_item = item
+                node.kept_rounded = node.rounded
             out.append(item)
         for name in forgotten:
             del self._nodes[name]

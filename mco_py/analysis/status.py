@@ -11,14 +11,14 @@ changed).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from mco_py.model import Level, NodeAssessment, Report, format_time, round_to
+from mco_py.model import ROUND_LIMIT, ROUNDER, Level, NodeAssessment, Report, format_time, round_to
 
-_LEVEL_TEXT = {level: level.value for level in Level}
-_LEVEL_KEY = {level: level.value.lower() for level in Level}
+_LEVEL_KEY = {level.value: level.value.lower() for level in Level}
+"""Summary key by level text. (Hot loops read ``level._value_``: hashing an enum member runs Python code.)"""
 _MAX_CACHED_SECOND = 253402300799  # 9999-12-31T23:59:59Z
 
 
@@ -35,36 +35,76 @@ def _second(whole: int) -> str:
     return text
 
 
+_new = object.__new__
+_set_name, _set_level, _set_score, _set_signals, _set_time, _set_reasons = (
+    NodeAssessment.__dict__[f].__set__ for f in ("name", "level", "score", "signals", "last_sample_time", "reasons")
+)
+
+
+def new_assessment(
+    name: str,
+    level: Level,
+    score: float,
+    *,
+    signals: Mapping[str, float] | None = None,
+    last_sample_time: float | None = None,
+    reasons: tuple[str, ...] = (),
+) -> NodeAssessment:
+    """``NodeAssessment(...)`` without the frozen-dataclass ``__init__`` (half the cost: the report
+    makes one per fresh node)."""
+    item: NodeAssessment = _new(NodeAssessment)
+    _set_name(item, name)
+    _set_level(item, level)
+    _set_score(item, score)
+    _set_signals(item, {} if signals is None else signals)
+    _set_time(item, last_sample_time)
+    _set_reasons(item, reasons)
+    return item
+
+
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
+
+
 def fast_format_time(ts: float) -> str:
     """Same as :func:`mco_py.model.format_time` (datetime rounds to microseconds half-even, then truncates to ms)."""
     if not 0 <= ts < _MAX_CACHED_SECOND:
         return format_time(ts)
     whole = int(ts)
-    micros = round((ts - whole) * 1e6)  # ts - whole is exact for 0 <= ts
+    micros = int((ts - whole) * 1e6 + ROUNDER - ROUNDER)  # round() half to even; ts - whole is exact for 0 <= ts
     if micros >= 1_000_000:
         whole += 1
         micros -= 1_000_000
-    return f"{_SECONDS.get(whole) or _second(whole)}.{micros // 1000:03d}Z"
+    return (_SECONDS.get(whole) or _second(whole)) + _MILLIS[micros // 1000]
+
+
+_SCALED_LIMIT = ROUND_LIMIT / 1e4
 
 
 def rounded_signals(signals: Mapping[str, float]) -> dict[str, float]:
     """``{name: round_to(value, 1e4)}`` without the non-finite values; inlined for the common all-finite case."""
-    try:
-        return {k: round(v * 1e4) / 1e4 for k, v in signals.items()}
-    except (OverflowError, ValueError):  # a non-finite (or huge) value somewhere: the careful way
-        isfinite = math.isfinite
-        return {k: round_to(v, 1e4) for k, v in signals.items() if isfinite(v)}
+    # every |value| * 1e4 below ROUND_LIMIT (a sum of magnitudes bounds each; NaN and inf fail it)
+    if sum(map(abs, signals.values())) < _SCALED_LIMIT:
+        return {k: (v * 1e4 + ROUNDER - ROUNDER) / 1e4 for k, v in signals.items()}
+    isfinite = math.isfinite
+    return {k: round_to(v, 1e4) for k, v in signals.items() if isfinite(v)}
+
+
+Rounded = Callable[[NodeAssessment], dict[str, float] | None]
+"""Gives ``rounded_signals(item.signals)`` when it has it at hand, else None."""
 
 
 class Cached:
     """One node's entry built from ``item`` on demand, plus its stripped form and sizes (for the size fitting)."""
 
-    __slots__ = ("_bare", "_detail", "_entry", "_time", "has_detail", "item")
+    __slots__ = ("_bare", "_bare_item", "_detail", "_entry", "_rounded", "_time", "has_detail", "item")
 
-    def __init__(self, item: NodeAssessment) -> None:
+    def __init__(self, item: NodeAssessment, rounded: Rounded | None = None) -> None:
         self.item = item
+        self._rounded = rounded
+        """Asked for ``rounded_signals(item.signals)`` when the entry is built (see :class:`StatusCache`)."""
         self._entry: dict[str, Any] | None = None
         self._bare: dict[str, Any] | None = None
+        self._bare_item: NodeAssessment | None = None
         self._detail = -1
         self._time: str | None = None
         self.has_detail = bool(item.reasons or item.signals)
@@ -73,10 +113,14 @@ class Cached:
     def _head(self, signals: dict[str, float] | None = None) -> dict[str, Any]:
         """A new entry without reasons: name, level, score, ``signals`` when given, lastSampleTime."""
         item = self.item
+        score = item.score * 100.0
         out: dict[str, Any] = {
             "name": item.name,
-            "level": _LEVEL_TEXT[item.level],
-            "score": round_to(item.score, 100.0),
+            "level": item.level._value_,
+            # round_to(item.score, 100.0), without the call in the usual case
+            "score": (score + ROUNDER - ROUNDER) / 100.0
+            if -ROUND_LIMIT < score < ROUND_LIMIT
+            else round_to(item.score, 100.0),
         }
         if signals is not None:
             out["signals"] = signals
@@ -91,7 +135,12 @@ class Cached:
         """The full entry; shared between reports: never mutate it (copy first)."""
         if self._entry is None:
             item = self.item
-            entry = self._head(rounded_signals(item.signals) if item.signals else None)
+            signals = None
+            if item.signals:
+                signals = self._rounded(item) if self._rounded is not None else None
+                if signals is None:
+                    signals = rounded_signals(item.signals)
+            entry = self._head(signals)
             entry["reasons"] = list(item.reasons)
             self._entry = entry
         return self._entry
@@ -109,11 +158,16 @@ class Cached:
         return self._bare
 
     def bare_item(self) -> NodeAssessment:
-        """The assessment without signals and reasons (a new object when there was detail)."""
-        item = self.item
-        if not self.has_detail:
-            return item
-        return NodeAssessment(item.name, item.level, item.score, {}, item.last_sample_time, ())
+        """The assessment without signals and reasons (made once per record when there was detail)."""
+        if self._bare_item is None:
+            item = self.item
+            if not self.has_detail:
+                self._bare_item = item
+            else:
+                self._bare_item = new_assessment(
+                    item.name, item.level, item.score, last_sample_time=item.last_sample_time
+                )
+        return self._bare_item
 
     def detail(self, encoded_size: Callable[[object], int]) -> int:
         """Encoded bytes the detail adds to the entry (0 without detail)."""
@@ -130,18 +184,23 @@ class Cached:
         return self._detail
 
 
+def summary(nodes: Sequence[NodeAssessment], detail_dropped: int) -> dict[str, int]:
+    """The ``summary`` of a status with ``nodes``: counts by level."""
+    counts = dict.fromkeys(_LEVEL_KEY, 0)
+    for item in nodes:
+        counts[item.level._value_] += 1
+    out = {"nodes": len(nodes), "detailDropped": detail_dropped}
+    for text, key in _LEVEL_KEY.items():
+        out[key] = counts[text]
+    return out
+
+
 def envelope(report: Report) -> dict[str, Any]:
     """The status document without its ``nodes``."""
-    summary = {"nodes": len(report.nodes), "detailDropped": report.detail_dropped}
-    for key in _LEVEL_KEY.values():
-        summary[key] = 0
-    level_key = _LEVEL_KEY
-    for item in report.nodes:
-        summary[level_key[item.level]] += 1
     return {
         "lastUpdateTime": fast_format_time(report.last_update_time),
         "analyzer": {"identity": report.analyzer_identity, "rulesVersion": report.rules_version},
-        "summary": summary,
+        "summary": summary(report.nodes, report.detail_dropped),
     }
 
 
@@ -153,7 +212,10 @@ class StatusCache:
     either). Entries of nodes gone from the report are dropped. Not thread-safe.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, rounded: Rounded | None = None) -> None:
+        self._rounded = rounded
+        """Gives ``rounded_signals(item.signals)`` when it has it at hand, else None
+        (:meth:`~mco_py.analysis.scoring.Scorer.rounded_signals`)."""
         self._by_name: dict[str, Cached] = {}
         self.rebuilt = 0
         """Records made anew (not reused) by the last call."""
@@ -161,13 +223,14 @@ class StatusCache:
     def records(self, report: Report) -> list[Cached]:
         """One record per ``report.nodes`` item, in order; entries are built only when asked for."""
         old = self._by_name
+        hint = self._rounded
         by_name: dict[str, Cached] = {}
         records: list[Cached] = []
         rebuilt = 0
         for item in report.nodes:
             rec = old.get(item.name)
             if rec is None or rec.item is not item:
-                rec = Cached(item)
+                rec = Cached(item, hint)
                 rebuilt += 1
             by_name[item.name] = rec
             records.append(rec)
@@ -178,5 +241,20 @@ class StatusCache:
     def build(self, report: Report) -> dict[str, Any]:
         """``report_to_status(report)``; the entries may be shared with earlier and later results."""
         status = envelope(report)
-        status["nodes"] = [rec.entry for rec in self.records(report)]
+        # records() and the entries in one pass (each record is touched once while it is in cache)
+        old = self._by_name
+        hint = self._rounded
+        by_name: dict[str, Cached] = {}
+        entries: list[dict[str, Any]] = []
+        rebuilt = 0
+        for item in report.nodes:
+            rec = old.get(item.name)
+            if rec is None or rec.item is not item:
+                rec = Cached(item, hint)
+                rebuilt += 1
+            by_name[item.name] = rec
+            entries.append(rec._entry or rec.entry)
+        self._by_name = by_name
+        self.rebuilt = rebuilt
+        status["nodes"] = entries
         return status

@@ -22,7 +22,6 @@ import grpc.aio
 from mco_py.analysis.samples import InvalidSample
 from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.errors import ConfigError
-from mco_py.model import Sample
 from mco_py.obs.logging import OnceFilter
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
@@ -149,14 +148,7 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
                 if oversize is not None:
                     outcome = oversize
                 else:
-                    outcome = Outcome()
-                    decoded: list[Sample] = []
-                    for raw in batch.samples:
-                        try:
-                            decoded.append(codec.sample_from_proto(raw))
-                        except InvalidSample as exc:
-                            outcome.reject(exc)
-                    engine.accept(decoded, outcome, allowed_nodes=allowed)
+                    outcome = engine.accept_messages(batch.samples, Outcome(), allowed_nodes=allowed)
                 for reason, message in outcome.reasons.items():
                     if self._once.first(f"{collector}\0{reason}"):
                         log.warning(

@@ -11,9 +11,10 @@ Absence kinds travel in the model as a prefix of ``SignalReading.reason``
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 
-from mco_py.analysis.samples import InvalidSample
+from mco_py.analysis.samples import MAX_VALUES, InvalidSample
 from mco_py.model import Sample, SignalReading
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 
@@ -92,6 +93,45 @@ def sample_from_proto(msg: pb.Sample) -> Sample:
         else:
             signals[name] = signal_from_proto(raw)
     return Sample(node=msg.node, timestamp=msg.timestamp_unix_nanos / NANOS, signals=signals)
+
+
+SampleParts = tuple[str, float, dict[str, float], dict[str, int] | None, list[SignalReading]]
+"""What the scorer needs of a sample: node, time, present values, their event counts (None when no
+signal sent one), absent readings — see :meth:`mco_py.analysis.scoring.Scorer.observe_values`."""
+
+_LARGEST = sys.float_info.max  # as in check_sample: infinity is out of range
+
+
+def sample_parts(msg: pb.Sample) -> SampleParts | None:
+    """The ingest hot path: a sample's parts without a :class:`Sample` or a reading per present signal.
+
+    None when the sample must go the careful way (:func:`sample_from_proto`, then
+    :func:`~mco_py.analysis.samples.check_sample`), which decides how it is rejected: a
+    signal sent twice (per-device series or a duplicate), or a value that fails the range
+    check (negative, above its maximum, not finite). So a sample this accepts decodes to
+    the same sample and passes the same signal checks; node name and time are left to
+    :func:`~mco_py.analysis.samples.check_head`.
+    """
+    values: dict[str, float] = {}
+    events: dict[str, int] | None = None
+    absent: list[SignalReading] = []
+    limits = MAX_VALUES
+    for raw in msg.signals:
+        name = raw.name
+        if raw.WhichOneof("value_or_absence") == "value":
+            value = raw.value
+            if name in values or not 0.0 <= value <= limits.get(name, _LARGEST):
+                return None
+            values[name] = value
+            if raw.HasField("events"):
+                if events is None:
+                    events = {}
+                events[name] = raw.events
+        else:
+            absent.append(signal_from_proto(raw))
+    if absent and (len({r.name for r in absent}) < len(absent) or any(r.name in values for r in absent)):
+        return None
+    return msg.node, msg.timestamp_unix_nanos / NANOS, values, events, absent
 
 
 def _sample_with_devices(msg: pb.Sample) -> Sample:

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mco_py.analysis.report_size import encoded_size, fit_report
-from mco_py.analysis.rules import DetectionRules, Hysteresis, Staleness, default_rules
-from mco_py.analysis.scoring import Scorer
+from mco_py.analysis.rules import DetectionRules, Hysteresis, Smoothing, Staleness, default_rules
+from mco_py.analysis.scoring import _PERCENTS, Scorer
 from mco_py.analysis.status import StatusCache, fast_format_time
 from mco_py.model import (
+    ROUNDER,
     SIGNAL_NAMES,
     Level,
     NodeAssessment,
@@ -24,6 +25,7 @@ from mco_py.model import (
     assessment_to_dict,
     format_time,
     report_to_status,
+    round_to,
 )
 
 times = st.one_of(
@@ -141,12 +143,23 @@ def _dump(status: object) -> str:
 @settings(max_examples=150, deadline=None)
 @given(ops=operations)
 def test_cached_build_equals_from_scratch(ops: list[tuple[Any, ...]]) -> None:
+    _cached_build_equals_from_scratch(ops, hinted=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=operations)
+def test_cached_build_with_the_scorers_rounded_values_equals_from_scratch(ops: list[tuple[Any, ...]]) -> None:
+    """As the analyzer builds: the signals rounded while smoothing, taken for the fresh assessments."""
+    _cached_build_equals_from_scratch(ops, hinted=True)
+
+
+def _cached_build_equals_from_scratch(ops: list[tuple[Any, ...]], *, hinted: bool) -> None:
     rule_sets = {
         "default": dataclasses.replace(default_rules(), staleness=Staleness(60.0, 600.0)),
         "strict": _strict_rules(),
     }
     cached, scratch = Scorer(rule_sets["default"]), Scorer(rule_sets["default"])
-    cache = StatusCache()
+    cache = StatusCache(rounded=cached.rounded_signals if hinted else None)
     now = 1_800_000_000.0
     last_sample: dict[str, float] = {}
     for op in ops:
@@ -200,3 +213,46 @@ def test_cache_reuses_unchanged_entries_and_rebuilds_changed_ones() -> None:
     assert second["nodes"][2] is not first["nodes"][2]
     assert second["nodes"][2]["signals"]["psiCpuSomeAvg10"] > 3.0  # smoothed towards 90
     assert first["nodes"][2]["signals"] == {"psiCpuSomeAvg10": 3.0}  # earlier results are not mutated
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.dictionaries(st.sampled_from(SIGNAL_NAMES), st.floats(allow_nan=True, allow_infinity=True)), max_size=4
+    ),
+    window=st.booleans(),
+)
+def test_values_rounded_while_smoothing_equal_the_status_rounding(values: list[dict[str, float]], window: bool) -> None:
+    """Any float the scorer may hold (NaN, infinities, huge ones): rounded at ingest as report_to_status rounds."""
+    rules = default_rules()
+    if window:
+        rules = dataclasses.replace(rules, smoothing=Smoothing(method="window", window=2))
+    scorer = Scorer(rules)
+    now = 1_800_000_000.0
+    for k, given_values in enumerate(values):
+        signals = {name: SignalReading(name, v, "procfs") for name, v in given_values.items()}
+        scorer.observe(Sample("node-1", now + k, signals), now + k)
+    report, _ = scorer.report(now + len(values), identity="a")
+    for item in report.nodes:
+        hint = scorer.rounded_signals(item)
+        assert hint is not None
+        assert _dump(hint) == _dump(assessment_to_dict(item).get("signals", {}))
+    assert _dump(StatusCache(rounded=scorer.rounded_signals).build(report)) == _dump(report_to_status(report))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(value=st.floats(allow_nan=True, allow_infinity=True), scale=st.sampled_from([100.0, 1e4]))
+def test_round_to_equals_round_half_even_of_the_scaled_value(value: float, scale: float) -> None:
+    try:
+        expected = round(value * scale) / scale
+    except (OverflowError, ValueError):
+        expected = value
+    got = round_to(value, scale)
+    assert (got == expected and math.copysign(1, got) == math.copysign(1, expected)) or (
+        math.isnan(got) and math.isnan(expected)
+    )
+
+
+@given(st.one_of(st.floats(min_value=0, max_value=100), st.integers(0, 199).map(lambda k: k / 2)))
+def test_percent_table_equals_zero_decimal_formatting(sub: float) -> None:
+    assert _PERCENTS[int(sub + ROUNDER - ROUNDER)] == f"{sub:.0f}"
