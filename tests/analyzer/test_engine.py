@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gc
 import json
+import weakref
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
 from mco_py.analysis.report_size import fit_report
 from mco_py.analysis.rules import default_rules
-from mco_py.analyzer.engine import Engine, Outcome, _gc_paused
+from mco_py.analyzer.engine import FULL_COLLECTION_EVERY, Engine, Outcome, _gc_paused
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.writer import ReportLoop
 from mco_py.model import SIGNAL_NAMES, Sample, SignalReading
@@ -147,3 +148,19 @@ def test_repeated_reports_equal_a_fresh_engine_report() -> None:
     assert json.dumps(second.status) == json.dumps(reference.status)
     assert second.report == reference.report
     assert first.status != second.status
+
+
+def test_garbage_cycles_promoted_past_the_young_collections_are_still_freed() -> None:
+    class Node:
+        other: object = None
+
+    first, second = Node(), Node()
+    first.other, second.other = second, first  # a cycle only the cyclic GC can free
+    alive = weakref.ref(first)
+    del first, second
+    for _ in range(FULL_COLLECTION_EVERY):  # each pause ends with a promotion (or the periodic full collection)
+        with _gc_paused():
+            pass
+        if alive() is None:
+            break
+    assert alive() is None
