@@ -48,6 +48,7 @@ def _head(status: int, content_type: str, length: int, keep_alive: bool) -> byte
 
 
 _HEADS: dict[tuple[int, str, int, bool], bytes] = {}
+_METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH")}
 _PATHS: dict[bytes, str] = {}
 """Raw request target -> path; schedulers call a handful of URLs (bounded like ``_HEADS``)."""
 
@@ -132,12 +133,12 @@ class _Connection(asyncio.Protocol):
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_head(len(name) + len(value))
-        lowered = name.lower()
-        if lowered == b"content-length":
+        size = len(name)
+        self._count_head(size + len(value))
+        if size == 14 and name.lower() == b"content-length":
             with contextlib.suppress(ValueError):
                 self._content_length = int(value)
-        elif lowered == b"expect" and value.lower() == b"100-continue":
+        elif size == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
             self._expect_continue = True
 
     def on_headers_complete(self) -> None:
@@ -186,7 +187,8 @@ class _Connection(asyncio.Protocol):
             body = b"".join(self._chunks)
         self._buffer = None
         self._chunks = []
-        method = self._parser.get_method().decode("latin-1")
+        raw_method = self._parser.get_method()
+        method = _METHODS.get(raw_method) or raw_method.decode("latin-1")
         path = _path_of(self._url)
         response: Response = self._app.handle(method, path, body, too_large=self._too_large)
         keep_alive = self._parser.should_keep_alive()
