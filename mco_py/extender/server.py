@@ -1,4 +1,4 @@
-"""HTTP/1.1 server for the extender: ``asyncio.Protocol`` + the ``httptools`` parser (uvloop when available).
+"""HTTP/1.1 server for the extender: ``asyncio.BufferedProtocol`` + the ``httptools`` parser (uvloop when available).
 
 Small and fast on purpose (see reference/extender-performance.md): one parser
 per connection, keep-alive and pipelining, ``TCP_NODELAY``, headers and small
@@ -6,6 +6,11 @@ bodies in one write, ``Expect: 100-continue`` answered, request bodies buffered
 up to ``max_body`` (preallocated from ``Content-Length``), larger ones dropped
 and answered fail-open by the app. Handling is synchronous in the event loop:
 decoding is CPU-bound, so threads would not help (scale with processes).
+
+Reads land in one buffer shared by every connection of a server (a buffered
+protocol): the parser copies what it keeps before the next read, so the loop
+allocates and copies no ``bytes`` object per read, and idle keep-alive
+connections hold no read buffer.
 """
 
 from __future__ import annotations
@@ -65,11 +70,29 @@ def _path_of(url: bytes) -> str:
     return path
 
 
-class _Connection(asyncio.Protocol):
+_READ_BUFFER = 1024 * 1024
+"""Bytes one read may return; a 730 KiB predicate body usually arrives in one or two reads."""
+
+
+class ReadBuffer:
+    """The receive buffer shared by the connections of one server (one event-loop thread)."""
+
+    def __init__(self, size: int = _READ_BUFFER) -> None:
+        self.view = memoryview(bytearray(size))
+
+
+class _Connection(asyncio.BufferedProtocol):
     """One client connection; httptools calls the ``on_*`` methods while we feed it bytes."""
 
-    def __init__(self, app: ExtenderApp, max_body: int, live: set[asyncio.Transport] | None = None) -> None:
+    def __init__(
+        self,
+        app: ExtenderApp,
+        max_body: int,
+        live: set[asyncio.Transport] | None = None,
+        read_buffer: ReadBuffer | None = None,
+    ) -> None:
         self._app = app
+        self._read_view = (read_buffer or ReadBuffer(64 * 1024)).view
         self._max_body = max_body
         self._live = live
         self._parser = httptools.HttpRequestParser(self)
@@ -103,7 +126,14 @@ class _Connection(asyncio.Protocol):
         self._transport = None
         self._reset()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read_view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # The parser hands the on_* callbacks copies (bytes), so the shared buffer is free again on return.
+        self.data_received(self._read_view[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -242,8 +272,13 @@ async def create_server(
     ``live``, when given, holds the transports of open connections (to close them on shutdown).
     """
     loop = asyncio.get_running_loop()
+    read_buffer = ReadBuffer()
     server = await loop.create_server(
-        lambda: _Connection(app, max_body, live), host, port, backlog=1024, reuse_port=reuse_port or None
+        lambda: _Connection(app, max_body, live, read_buffer),
+        host,
+        port,
+        backlog=1024,
+        reuse_port=reuse_port or None,
     )
     bound = server.sockets[0].getsockname()[1]
     return server, int(bound)
