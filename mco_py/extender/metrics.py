@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 from mco_py.analysis.policy import Fallback, ReportState
 
@@ -98,7 +97,7 @@ class _HotCollector(Collector):
 
 
 _BOUNDS = (*_LATENCY_BUCKETS, math.inf)
-_BOUND_LABELS = tuple(floatToGoString(b) for b in _BOUNDS)
+_BOUND_LABELS = tuple("+Inf" if b == math.inf else repr(b) for b in _BOUNDS)  # as prometheus_client writes `le`
 
 
 class ExtenderMetrics:

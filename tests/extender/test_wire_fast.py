@@ -133,7 +133,8 @@ def test_realistic_large_predicate_takes_the_simdjson_path():
     simd = wire._simd_predicate(raw)
     assert simd is not None
     assert (simd.pod, simd.node) == generic(raw)
-    assert simd.node is not None and simd.node.labels is not None
+    assert simd.node is not None
+    assert simd.node.labels is not None
     assert simd.node.labels[bodies.KATA_LABEL] == "true"
     assert simd.pod.runtime_class == "kata-qemu"
 
@@ -170,7 +171,8 @@ def test_simdjson_reader_declines_invalid_utf8():
 def test_simdjson_parser_recovers_after_a_failed_document():
     assert wire._simd_predicate(b'{"node":{"Name":"a","n":123456789012345678901234567890}}') is None
     ok = wire._simd_predicate(b'{"node":{"Name":"a","Node":{"metadata":{"labels":{}}}}}')
-    assert ok is not None and ok.node == wire.NodeRef("a", {})
+    assert ok is not None
+    assert ok.node == wire.NodeRef("a", {})
 
 
 @pytest.mark.parametrize("node", ["worker-1", "worker-2"])  # noisy (rejected by the report) and quiet
