@@ -103,7 +103,12 @@ class Outbox:
         for transport, head, payload, close in queue:
             if transport.is_closing():
                 continue
-            _write(transport, head, payload)
+            try:
+                _write(transport, head, payload)
+            except Exception:  # one broken connection must not cost the others their replies
+                log.exception("cannot write a reply; dropping the connection")
+                transport.abort()
+                continue
             if close:
                 transport.close()
 
