@@ -96,7 +96,7 @@ def generic(raw: bytes) -> tuple[wire.PodRef, wire.NodeRef | None]:
     return req.pod, req.node
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=documents)
 def test_simdjson_reader_reads_as_the_generic_walk_or_declines(doc):
     raw = dump(doc).encode()
@@ -107,7 +107,7 @@ def test_simdjson_reader_reads_as_the_generic_walk_or_declines(doc):
         assert not simd.slow_path
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=documents)
 def test_msgspec_decoder_reads_as_the_generic_walk(doc):
     raw = dump(doc).encode()
