@@ -118,12 +118,15 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return rss, hwm
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of ``pid``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 LAST_CPU_PER_REQUEST: list[float] = []
+LAST_SYS_PER_REQUEST: list[float] = []
 
 
 def wrk(
@@ -143,7 +146,7 @@ def wrk(
         str(LUA),
         f"http://127.0.0.1:{port}{path}",
     ]
-    cpu_before = cpu_seconds(pid) if pid else 0.0
+    user_before, sys_before = cpu_seconds(pid) if pid else (0.0, 0.0)
     out = subprocess.run(
         cmd,
         capture_output=True,
@@ -154,7 +157,9 @@ def wrk(
     ).stdout
     if pid:
         total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-        LAST_CPU_PER_REQUEST.append((cpu_seconds(pid) - cpu_before) / max(1, total) * 1e6)
+        user, system = cpu_seconds(pid)
+        LAST_CPU_PER_REQUEST.append((user + system - user_before - sys_before) / max(1, total) * 1e6)
+        LAST_SYS_PER_REQUEST.append((system - sys_before) / max(1, total) * 1e6)
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if non2xx:
@@ -194,10 +199,12 @@ def one_round(config: Path, files: dict[str, Path], decoder: str, duration: int)
         pred = "/volcano/v1.9/predicate"
         res["p64_rps"], res["p64_p50"], res["p64_p99"] = wrk(port, files["predicate-64k"], pred, duration, pid=proc.pid)
         res["p64_cpu_us"] = LAST_CPU_PER_REQUEST[-1]
+        res["p64_sys_us"] = LAST_SYS_PER_REQUEST[-1]
         res["p730_rps"], res["p730_p50"], res["p730_p99"] = wrk(
             port, files["predicate-730k"], pred, duration, pid=proc.pid
         )
         res["p730_cpu_us"] = LAST_CPU_PER_REQUEST[-1]
+        res["p730_sys_us"] = LAST_SYS_PER_REQUEST[-1]
         res["prio100_ms"] = single(port, files["prioritize-100"].read_bytes(), "/volcano/prioritize", 7)
         if "prioritize-1000" in files:
             big = files["prioritize-1000"].read_bytes()
@@ -230,7 +237,7 @@ def inprocess(report: Path, files: dict[str, Path], decoders: list[str]) -> None
     for decoder in decoders:
         app = ExtenderApp(
             policy=PolicySettings(ttl_seconds=86400),
-            source=FileReportSource(report),
+            source=FileReportSource(report, recheck_seconds=0.05),
             labels=NoLabels(),
             decoder=make_decoder(decoder),
             registry=CollectorRegistry(),
@@ -292,6 +299,7 @@ def main() -> int:
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (apt-get install wrk)")
     os.sched_setaffinity(0, {1})
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="mco-bench-"))
     try:
         files = generate(workdir, not args.no_1000)
@@ -314,10 +322,14 @@ def main() -> int:
             for key in ("p64_rps", "p730_rps"):
                 ratios = [a[key] / b[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
                 print(f"  ratio msgspec/stdlib {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+            for key in ("p64_cpu_us", "p730_cpu_us"):
+                ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
+                print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
             for key in ("prio100_ms", "prio1000_ms"):
                 if key in results["msgspec"][0]:
                     ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
                     print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+        print(f"load average after the HTTP rounds: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
         inprocess(report, files, list(results))
         if args.soak:
             soak(config, files, args.soak)

@@ -97,6 +97,15 @@ class ExtenderApp:
         self._last_log: dict[str, float] = {}
         self._routes: dict[str, tuple[str, str, str | None]] = {}
         self._suppressed: dict[str, int] = {}
+        self._handlers: dict[str, Callable[[bytes | bytearray], Response]] = {
+            "volcano_prioritize": self._volcano_prioritize,
+            "kube_filter": self._kube_filter,
+            "kube_prioritize": self._kube_prioritize,
+        }
+        # Predicate passes are most replies: encoded once per reply format.
+        self._predicate_pass = {
+            version: self._json(wire.volcano_predicate_reply(version, None)) for version in ("1.9", "1.10")
+        }
 
     # -- state ----------------------------------------------------------
 
@@ -162,12 +171,7 @@ class ExtenderApp:
             return Response(404, TEXT, b"unsupported Volcano version in the URL; use v1.9 or v1.10\n")
         if route == "volcano_predicate" and version is not None:
             return self._volcano_predicate(version, body)
-        handlers = {
-            "volcano_prioritize": self._volcano_prioritize,
-            "kube_filter": self._kube_filter,
-            "kube_prioritize": self._kube_prioritize,
-        }
-        return handlers[route](body)
+        return self._handlers[route](body)
 
     def _get(self, method: str, route: str) -> Response:
         if method not in ("GET", "HEAD"):
@@ -249,13 +253,15 @@ class ExtenderApp:
             runtime_class=req.pod.runtime_class,
             settings=self.policy,
         )
-        self.metrics.decision(route, "pass" if verdict.passed else "reject", verdict.rule)
-        if not verdict.passed:
-            log.debug(
-                "node rejected",
-                extra={"node": req.node.name, "pod": f"{req.pod.namespace}/{req.pod.name}", "reason": verdict.reason},
-            )
-        return self._json(wire.volcano_predicate_reply(version, None if verdict.passed else verdict.reason))
+        if verdict.passed:
+            self.metrics.decision(route, "pass", verdict.rule)
+            return self._predicate_pass[version]
+        self.metrics.decision(route, "reject", verdict.rule)
+        log.debug(
+            "node rejected",
+            extra={"node": req.node.name, "pod": f"{req.pod.namespace}/{req.pod.name}", "reason": verdict.reason},
+        )
+        return self._json(wire.volcano_predicate_reply(version, verdict.reason))
 
     def _volcano_prioritize(self, body: bytes | bytearray) -> Response:
         route = "volcano_prioritize"

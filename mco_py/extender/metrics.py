@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from mco_py.analysis.policy import Fallback, ReportState
@@ -59,17 +60,58 @@ class _StateCollector(Collector):
         yield outdated
 
 
+class _HotCollector(Collector):
+    """Request counts, latency and decisions: plain counters on the request path, turned into samples at scrape time."""
+
+    def __init__(self, metrics: ExtenderMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
+        m = self._metrics
+        decisions = CounterMetricFamily(
+            "mco_extender_decisions_total",
+            "Filter/score decisions per node, by verb, result (pass, reject, score) and reason",
+            labels=["verb", "result", "reason"],
+        )
+        for (verb, result, reason), count in sorted(m._decisions.items()):
+            decisions.add_metric([verb, result, reason], count)
+        yield decisions
+        requests = CounterMetricFamily(
+            "mco_extender_requests_total", "HTTP requests by route and status code", labels=["route", "code"]
+        )
+        for (route, code), count in sorted(m._requests.items()):
+            requests.add_metric([route, str(code)], count)
+        yield requests
+        latency = HistogramMetricFamily(
+            "mco_extender_request_duration_seconds",
+            "Time from the full request to the reply being queued, by route",
+            labels=["route"],
+        )
+        for route, (counts, total) in m._latency.items():
+            cumulative, running = [], 0
+            for bound, count in zip(_BOUND_LABELS, list(counts), strict=True):
+                running += count
+                cumulative.append((bound, float(running)))
+            latency.add_metric([route], cumulative, total[0])
+        yield latency
+
+
+_BOUNDS = (*_LATENCY_BUCKETS, math.inf)
+_BOUND_LABELS = tuple("+Inf" if b == math.inf else repr(b) for b in _BOUNDS)  # as prometheus_client writes `le`
+
+
 class ExtenderMetrics:
-    """Counters and histograms; children are cached so the hot path does one dict lookup."""
+    """The extender's metrics.
+
+    The per-request ones (requests, latency, decisions) are plain dict and list
+    counters read by a collector at scrape time: a ``prometheus_client`` child's
+    ``inc``/``observe`` takes a lock and costs microseconds, several times per
+    request. They are updated only from the server's event-loop thread; a scrape
+    (same thread, or another one) reads a consistent-enough copy.
+    """
 
     def __init__(self, registry: CollectorRegistry, state: Callable[[], ReportState]) -> None:
         self.registry = registry
-        self.decisions = Counter(
-            "mco_extender_decisions_total",
-            "Filter/score decisions per node, by verb, result (pass, reject, score) and reason",
-            ["verb", "result", "reason"],
-            registry=registry,
-        )
         self.decode_errors = Counter(
             "mco_extender_decode_errors_total",
             "Requests that could not be decoded (answered fail-open), by route and kind",
@@ -82,35 +124,21 @@ class ExtenderMetrics:
             ["route"],
             registry=registry,
         )
-        self.requests = Counter(
-            "mco_extender_requests_total",
-            "HTTP requests by route and status code",
-            ["route", "code"],
-            registry=registry,
-        )
-        self.latency = Histogram(
-            "mco_extender_request_duration_seconds",
-            "Time from the full request to the reply being queued, by route",
-            ["route"],
-            buckets=_LATENCY_BUCKETS,
-            registry=registry,
-        )
+        self._decisions: dict[tuple[str, str, str], float] = {}
+        self._requests: dict[tuple[str, int], float] = {}
+        self._latency: dict[str, tuple[list[int], list[float]]] = {
+            route: ([0] * len(_BOUNDS), [0.0]) for route in ROUTES
+        }
+        registry.register(_HotCollector(self))
         registry.register(_StateCollector(state))
-        self._decision_children: dict[tuple[str, str, str], Counter] = {}
-        self._latency_children = {route: self.latency.labels(route) for route in ROUTES}
-        self._request_children: dict[tuple[str, int], Counter] = {}
 
     def decision(self, verb: str, result: str, reason: str, count: int = 1) -> None:
         key = (verb, result, reason)
-        child = self._decision_children.get(key)
-        if child is None:
-            child = self._decision_children[key] = self.decisions.labels(verb, result, reason)
-        child.inc(count)
+        self._decisions[key] = self._decisions.get(key, 0.0) + count
 
     def request(self, route: str, code: int, seconds: float) -> None:
         key = (route, code)
-        child = self._request_children.get(key)
-        if child is None:
-            child = self._request_children[key] = self.requests.labels(route, str(code))
-        child.inc()
-        self._latency_children[route].observe(seconds)
+        self._requests[key] = self._requests.get(key, 0.0) + 1.0
+        counts, total = self._latency[route]
+        counts[bisect_left(_BOUNDS, seconds)] += 1  # the first bucket whose bound is >= seconds ("le")
+        total[0] += seconds

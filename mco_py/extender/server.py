@@ -1,4 +1,4 @@
-"""HTTP/1.1 server for the extender: ``asyncio.Protocol`` + the ``httptools`` parser (uvloop when available).
+"""HTTP/1.1 server for the extender: ``asyncio.BufferedProtocol`` + the ``httptools`` parser (uvloop when available).
 
 Small and fast on purpose (see reference/extender-performance.md): one parser
 per connection, keep-alive and pipelining, ``TCP_NODELAY``, headers and small
@@ -6,6 +6,11 @@ bodies in one write, ``Expect: 100-continue`` answered, request bodies buffered
 up to ``max_body`` (preallocated from ``Content-Length``), larger ones dropped
 and answered fail-open by the app. Handling is synchronous in the event loop:
 decoding is CPU-bound, so threads would not help (scale with processes).
+
+Reads land in one buffer shared by every connection of a server (a buffered
+protocol): the parser copies what it keeps before the next read, so the loop
+allocates and copies no ``bytes`` object per read, and idle keep-alive
+connections hold no read buffer.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ def _head(status: int, content_type: str, length: int, keep_alive: bool) -> byte
 
 
 _HEADS: dict[tuple[int, str, int, bool], bytes] = {}
+_METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH")}
 _PATHS: dict[bytes, str] = {}
 """Raw request target -> path; schedulers call a handful of URLs (bounded like ``_HEADS``)."""
 
@@ -64,11 +70,70 @@ def _path_of(url: bytes) -> str:
     return path
 
 
-class _Connection(asyncio.Protocol):
+_READ_BUFFER = 1024 * 1024
+"""Bytes one read may return; a 730 KiB predicate body usually arrives in one or two reads."""
+
+
+class ReadBuffer:
+    """The receive buffer shared by the connections of one server (one event-loop thread)."""
+
+    def __init__(self, size: int = _READ_BUFFER) -> None:
+        self.view = memoryview(bytearray(size))
+
+
+class Outbox:
+    """Replies of one event-loop pass, written when the pass is over (one server, its loop's thread).
+
+    With several requests ready at once, the peer is woken once for all their
+    replies instead of once per reply; on a VM a cross-CPU wake-up costs more
+    than parsing the request line. Replies to one connection keep their order.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: list[tuple[asyncio.Transport, bytes, bytes, bool]] = []
+
+    def put(self, transport: asyncio.Transport, head: bytes, payload: bytes, close: bool) -> None:
+        if not self._queue:
+            self._loop.call_soon(self.flush)
+        self._queue.append((transport, head, payload, close))
+
+    def flush(self) -> None:
+        queue, self._queue = self._queue, []
+        for transport, head, payload, close in queue:
+            if transport.is_closing():
+                continue
+            try:
+                _write(transport, head, payload)
+            except Exception:  # one broken connection must not cost the others their replies
+                log.exception("cannot write a reply; dropping the connection")
+                transport.abort()
+                continue
+            if close:
+                transport.close()
+
+
+def _write(transport: asyncio.Transport, head: bytes, payload: bytes) -> None:
+    if len(payload) <= _SMALL_REPLY:
+        transport.write(head + payload)
+    else:
+        transport.writelines([head, payload])
+
+
+class _Connection(asyncio.BufferedProtocol):
     """One client connection; httptools calls the ``on_*`` methods while we feed it bytes."""
 
-    def __init__(self, app: ExtenderApp, max_body: int, live: set[asyncio.Transport] | None = None) -> None:
+    def __init__(
+        self,
+        app: ExtenderApp,
+        max_body: int,
+        live: set[asyncio.Transport] | None = None,
+        read_buffer: ReadBuffer | None = None,
+        outbox: Outbox | None = None,
+    ) -> None:
         self._app = app
+        self._read_view = (read_buffer or ReadBuffer(64 * 1024)).view
+        self._outbox = outbox
         self._max_body = max_body
         self._live = live
         self._parser = httptools.HttpRequestParser(self)
@@ -102,7 +167,14 @@ class _Connection(asyncio.Protocol):
         self._transport = None
         self._reset()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read_view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # The parser hands the on_* callbacks copies (bytes), so the shared buffer is free again on return.
+        self.data_received(self._read_view[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -114,8 +186,15 @@ class _Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        transport.write(_head(status, "text/plain; charset=utf-8", len(text), False) + text)
-        transport.close()
+        self._send(transport, _head(status, "text/plain; charset=utf-8", len(text), False), text, close=True)
+
+    def _send(self, transport: asyncio.Transport, head: bytes, payload: bytes, *, close: bool) -> None:
+        if self._outbox is not None:
+            self._outbox.put(transport, head, payload, close)
+            return
+        _write(transport, head, payload)
+        if close:
+            transport.close()
 
     # -- httptools callbacks ---------------------------------------------
 
@@ -132,12 +211,12 @@ class _Connection(asyncio.Protocol):
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_head(len(name) + len(value))
-        lowered = name.lower()
-        if lowered == b"content-length":
+        size = len(name)
+        self._count_head(size + len(value))
+        if size == 14 and name.lower() == b"content-length":
             with contextlib.suppress(ValueError):
                 self._content_length = int(value)
-        elif lowered == b"expect" and value.lower() == b"100-continue":
+        elif size == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
             self._expect_continue = True
 
     def on_headers_complete(self) -> None:
@@ -145,7 +224,7 @@ class _Connection(asyncio.Protocol):
             self._too_large = True
         if self._expect_continue and self._transport is not None:
             # Go does not send it; curl does for bodies over 1 MiB and waits ~1 s otherwise.
-            self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self._send(self._transport, b"HTTP/1.1 100 Continue\r\n\r\n", b"", close=False)
 
     def on_body(self, chunk: bytes) -> None:
         if self._too_large:
@@ -186,18 +265,14 @@ class _Connection(asyncio.Protocol):
             body = b"".join(self._chunks)
         self._buffer = None
         self._chunks = []
-        method = self._parser.get_method().decode("latin-1")
+        raw_method = self._parser.get_method()
+        method = _METHODS.get(raw_method) or raw_method.decode("latin-1")
         path = _path_of(self._url)
         response: Response = self._app.handle(method, path, body, too_large=self._too_large)
         keep_alive = self._parser.should_keep_alive()
         payload = b"" if method == "HEAD" else response.body
         head = _head(response.status, response.content_type, len(response.body), keep_alive)
-        if len(payload) <= _SMALL_REPLY:
-            transport.write(head + payload)
-        else:
-            transport.writelines([head, payload])
-        if not keep_alive:
-            transport.close()
+        self._send(transport, head, payload, close=not keep_alive)
 
 
 @dataclass
@@ -240,8 +315,14 @@ async def create_server(
     ``live``, when given, holds the transports of open connections (to close them on shutdown).
     """
     loop = asyncio.get_running_loop()
+    read_buffer = ReadBuffer()
+    outbox = Outbox(loop)
     server = await loop.create_server(
-        lambda: _Connection(app, max_body, live), host, port, backlog=1024, reuse_port=reuse_port or None
+        lambda: _Connection(app, max_body, live, read_buffer, outbox),
+        host,
+        port,
+        backlog=1024,
+        reuse_port=reuse_port or None,
     )
     bound = server.sockets[0].getsockname()[1]
     return server, int(bound)

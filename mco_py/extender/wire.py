@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgspec
+import simdjson
 
 from mco_py.errors import DecodeError
 
@@ -355,6 +357,105 @@ def _top(body: bytes | bytearray) -> _RawDict:
         raise DecodeError("request body is JSON but not an object") from exc
 
 
+# ---------------------------------------------------------------------------
+# Large predicate bodies: simdjson validates the whole document several times
+# faster than msgspec can skip what the typed pass does not need (a node's
+# ``Tasks`` with every running Pod is most of a predicate body).
+
+SIMDJSON_MIN_BYTES = 128 * 1024
+"""Predicate bodies from this size up are parsed with simdjson (below it, msgspec's typed pass is as fast)."""
+SIMDJSON_MAX_BYTES = 8 * 1024 * 1024
+"""...and up to this size: the parser keeps a buffer as large as the largest document it parsed."""
+
+
+class _NotExact(Exception):
+    """A key on the path is duplicated or spelled with other letter case: decode on the generic path."""
+
+
+_Simd = simdjson.Object | simdjson.Array | str | int | float | bool | None
+
+
+def _simd_fields(obj: _Simd, *names: str) -> list[_Simd]:
+    """The values of ``names`` in ``obj`` (None when absent or when ``obj`` is not an object).
+
+    Exact keys only: a duplicated key (simdjson returns the first, the generic
+    path the last) or a key that matches only case-insensitively raises
+    :class:`_NotExact`.
+    """
+    if not isinstance(obj, simdjson.Object):
+        return [None] * len(names)
+    keys = list(obj)
+    if len(set(keys)) != len(keys):
+        raise _NotExact
+    out: list[_Simd] = []
+    for name in names:
+        if name in keys:
+            out.append(obj[name])
+            continue
+        folded = name.casefold()
+        size = len(name)
+        for key in keys:
+            if len(key) == size and key.casefold() == folded:
+                raise _NotExact
+        out.append(None)
+    return out
+
+
+def _simd_text(value: _Simd) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _simd_read_predicate(doc: simdjson.Object) -> VolcanoPredicate:
+    """The same reading as :meth:`_Walk.volcano_predicate`, on exact keys."""
+    task, node_info = _simd_fields(doc, "task", "node")
+    (pod,) = _simd_fields(task, "Pod")
+    metadata, spec = _simd_fields(pod, "metadata", "spec")
+    namespace, pod_name = _simd_fields(metadata, "namespace", "name")
+    (runtime_class,) = _simd_fields(spec, "runtimeClassName")
+    pod_ref = PodRef(
+        namespace=_simd_text(namespace) or "",
+        name=_simd_text(pod_name) or "",
+        runtime_class=_simd_text(runtime_class) or None,
+    )
+    info_name, node = _simd_fields(node_info, "Name", "Node")
+    (node_meta,) = _simd_fields(node, "metadata")
+    meta_name, raw_labels = _simd_fields(node_meta, "name", "labels")
+    name = _simd_text(info_name) or _simd_text(meta_name)
+    if not name:
+        return VolcanoPredicate(pod=pod_ref, node=None)
+    labels: dict[str, str] | None = None
+    if isinstance(raw_labels, simdjson.Object):
+        # a plain dict keeps the last of duplicated keys, as the generic path does
+        labels = {key: value for key, value in dict(raw_labels.items()).items() if isinstance(value, str)}
+    elif isinstance(node_meta, simdjson.Object):
+        labels = {}  # the node object is there and simply has no labels
+    return VolcanoPredicate(pod=pod_ref, node=NodeRef(name=name, labels=labels))
+
+
+_SIMD_LOCAL = threading.local()
+
+
+def _simd_predicate(body: bytes | bytearray) -> VolcanoPredicate | None:
+    """The predicate read with simdjson, or None when the generic rules must decide (a document simdjson
+    refuses, not an object, a duplicated or differently cased key on the path)."""
+    parser: simdjson.Parser | None = getattr(_SIMD_LOCAL, "parser", None)
+    if parser is None:
+        parser = _SIMD_LOCAL.parser = simdjson.Parser()
+    try:
+        doc = parser.parse(body)
+    except RuntimeError:  # big integers, or a proxy of an earlier document still alive: a fresh parser next time
+        _SIMD_LOCAL.parser = None
+        return None
+    except ValueError:  # not JSON, or a number/escape simdjson refuses: msgspec decides and explains
+        return None
+    try:
+        return _simd_read_predicate(doc) if isinstance(doc, simdjson.Object) else None
+    except _NotExact:
+        return None
+    finally:
+        del doc  # the parser refuses a new document while a proxy of this one lives
+
+
 class MsgspecDecoder:
     """Fast typed decode; falls back to the case-insensitive walk when a needed key is missing."""
 
@@ -364,6 +465,10 @@ class MsgspecDecoder:
         self._encoder = msgspec.json.Encoder()
 
     def volcano_predicate(self, body: bytes | bytearray) -> VolcanoPredicate:
+        if SIMDJSON_MIN_BYTES <= len(body) <= SIMDJSON_MAX_BYTES:
+            simd = _simd_predicate(body)
+            if simd is not None:
+                return simd
         try:
             req = _PREDICATE.decode(body)
         except msgspec.DecodeError:
