@@ -196,6 +196,10 @@ def test_daemon_serves_the_fast_exposition_for_plain_and_openmetrics_scrapes(hos
     metrics.render_text = counted  # type: ignore[method-assign]
     try:
         daemon.start()
+        deadline = time.monotonic() + 30
+        while not any(f.name == "mco_collector_backend_info" for f in metrics.samples.families()):
+            assert time.monotonic() < deadline, "the first sample was never published"
+            time.sleep(0.01)  # then nothing changes for 30 s (the interval)
         bodies = {}
         for accept in ("", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"):
             request = urllib.request.Request(f"http://127.0.0.1:{daemon.port}/metrics", headers={"Accept": accept})
