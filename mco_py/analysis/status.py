@@ -107,7 +107,7 @@ class Cached:
         self._bare_item: NodeAssessment | None = None
         self._detail = -1
         self._time: str | None = None
-        self.has_detail = bool(item.reasons or item.signals)
+        self.has_detail = bool(item.signals or item.reasons)  # signals first: reasons may be formatted on read
         """True when the entry has signals or reasons to strip."""
 
     def _head(self, signals: dict[str, float] | None = None) -> dict[str, Any]:

@@ -215,7 +215,10 @@ class Engine:
         # here forms a cycle, so collecting is postponed until the build is done.
         with _gc_paused():
             with self._lock:
-                report, forgotten = self._scorer.report(now, identity=self.identity)
+                # with a size budget most nodes lose their detail: reasons formatted only for those keeping it
+                report, forgotten = self._scorer.report(
+                    now, identity=self.identity, lazy_reasons=bool(self.status_budget)
+                )
                 for name in forgotten:
                     self._last_time.pop(name, None)
             if self.status_budget:
