@@ -227,7 +227,7 @@ class Engine:
                 fitted = Fitted(report, 0, status=self._status.build(report))
         self.metrics.generation.observe(time.perf_counter() - started)
         self.metrics.publish_nodes(report.nodes)
-        self.metrics.detail_dropped.set(fitted.report.detail_dropped)
+        self.metrics.detail_dropped.set(fitted.detail_dropped)
         self.metrics.nodes_dropped.set(len(fitted.nodes_dropped))
         if fitted.size:
             self.metrics.report_bytes.set(fitted.size)
