@@ -13,7 +13,7 @@ Stripped nodes are counted in ``Report.detail_dropped``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -106,11 +106,18 @@ def _rest(records: list[Cached], indexes: list[int], sized: Callable[[object], i
     return total
 
 
-def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: StatusCache | None = None) -> Fitted:
+def fit_report(
+    report: Report,
+    budget: int = DEFAULT_STATUS_BUDGET,
+    *,
+    cache: StatusCache | None = None,
+    rounded: Sequence[dict[str, float] | None] | None = None,
+) -> Fitted:
     """``report`` unchanged when its status fits ``budget`` bytes, else with detail stripped.
 
     With ``cache`` the entries of unchanged assessments, their sizes and their stripped
-    forms are reused from earlier calls (same result as without).
+    forms are reused from earlier calls (same result as without). ``rounded``: as for
+    :meth:`StatusCache.records`.
 
     Equivalent to stripping in sacrifice order until the size fits, but computed from the
     other end: start from every entry stripped and give the detail back to the most
@@ -118,7 +125,7 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
     are never formatted.
     """
     cache = StatusCache() if cache is None else cache
-    records = cache.records(report)
+    records = cache.records(report, rounded)
     head = envelope(report)
     margin = 32  # the summary grows by a few digits at most
     # size with every detail stripped (compact JSON: bare entries joined by commas)

@@ -627,7 +627,22 @@ class Scorer:
             node.changed_how,
         )
 
-    def assess(self, now: float, *, lazy_reasons: bool = False) -> tuple[list[NodeAssessment], list[str]]:
+    def _stale(self, name: str, node: _Node, silent: float) -> NodeAssessment:
+        """The assessment of a node silent for ``silent`` seconds, past staleAfterSeconds."""
+        stale_after = self._rules.staleness.stale_after_seconds
+        last = self._level_of(node).value
+        return NodeAssessment(
+            name=name,
+            level=Level.UNKNOWN,
+            score=node.score,
+            signals=node.values,
+            last_sample_time=node.last_sample_time,
+            reasons=(f"no sample for {silent:.0f}s (staleAfterSeconds {stale_after:g}); last level {last}",),
+        )
+
+    def assess(
+        self, now: float, *, lazy_reasons: bool = False, rounded: list[dict[str, float] | None] | None = None
+    ) -> tuple[list[NodeAssessment], list[str]]:
         """Every node's assessment at ``now`` (sorted by name), and the names forgotten just now.
 
         A node with no sample since the last call gets the very same assessment object
@@ -636,8 +651,12 @@ class Scorer:
 
         ``lazy_reasons``: the reasons of fresh assessments are formatted when first read
         (from the node's state now), not here — for callers that read few of them.
+        ``rounded``: when given, ``rounded_signals(item.signals)`` made while smoothing (None
+        where not known) is appended for each item returned, in order (for :class:`StatusCache`,
+        which would otherwise look each one up).
         """
         staleness = self._rules.staleness
+        hints = [] if rounded is None else rounded
         out: list[NodeAssessment] = []
         forgotten: list[str] = []
         if self._order is None:
@@ -649,20 +668,8 @@ class Scorer:
                 forgotten.append(name)
                 continue
             if silent > staleness.stale_after_seconds:
-                last = self._level_of(node).value
-                out.append(
-                    NodeAssessment(
-                        name=name,
-                        level=Level.UNKNOWN,
-                        score=node.score,
-                        signals=node.values,
-                        last_sample_time=node.last_sample_time,
-                        reasons=(
-                            f"no sample for {silent:.0f}s (staleAfterSeconds {staleness.stale_after_seconds:g}); "
-                            f"last level {last}",
-                        ),
-                    )
-                )
+                out.append(self._stale(name, node, silent))
+                hints.append(None)
                 continue
             item = node.assessment
             if item is None:
@@ -687,15 +694,24 @@ class Scorer:
                 node.kept_item = item
                 node.kept_rounded = node.rounded
             out.append(item)
+            hints.append(node.kept_rounded)  # item is node.kept_item
         for name in forgotten:
             del self._nodes[name]
         if forgotten:
             self._order = None
         return out, forgotten
 
-    def report(self, now: float, *, identity: str, lazy_reasons: bool = False) -> tuple[Report, list[str]]:
-        """The report at ``now`` and the names forgotten while building it (``lazy_reasons``: see :meth:`assess`)."""
-        nodes, forgotten = self.assess(now, lazy_reasons=lazy_reasons)
+    def report(
+        self,
+        now: float,
+        *,
+        identity: str,
+        lazy_reasons: bool = False,
+        rounded: list[dict[str, float] | None] | None = None,
+    ) -> tuple[Report, list[str]]:
+        """The report at ``now`` and the names forgotten while building it (``lazy_reasons``, ``rounded``: as
+        for :meth:`assess`)."""
+        nodes, forgotten = self.assess(now, lazy_reasons=lazy_reasons, rounded=rounded)
         return Report(
             last_update_time=now,
             analyzer_identity=identity,

@@ -156,11 +156,23 @@ def test_cached_build_with_the_scorers_rounded_values_equals_from_scratch(ops: l
 @settings(max_examples=150, deadline=None)
 @given(ops=operations)
 def test_cached_build_with_lazy_reasons_equals_from_scratch(ops: list[tuple[Any, ...]]) -> None:
-    """As the analyzer builds in cluster mode: reasons formatted only when the status or the fit reads them."""
-    _cached_build_equals_from_scratch(ops, hinted=True, lazy=True)
+    """Reasons formatted only when the status or the fit reads them, the rounded signals handed over in
+    a list by the scorer (as the analyzer builds in cluster mode; in standalone mode without lazy reasons)."""
+    _cached_build_equals_from_scratch(ops, hinted=False, lazy=True)
 
 
-def _cached_build_equals_from_scratch(ops: list[tuple[Any, ...]], *, hinted: bool, lazy: bool = False) -> None:
+@settings(max_examples=150, deadline=None)
+@given(ops=operations)
+def test_cached_build_with_the_rounded_values_listed_equals_from_scratch(ops: list[tuple[Any, ...]]) -> None:
+    """As the analyzer builds in standalone mode: the rounded signals handed over in a list by the scorer."""
+    _cached_build_equals_from_scratch(ops, hinted=False, listed=True)
+
+
+def _cached_build_equals_from_scratch(
+    ops: list[tuple[Any, ...]], *, hinted: bool, lazy: bool = False, listed: bool = False
+) -> None:
+    """``lazy``: lazy reasons and the rounded signals listed; ``listed``: the rounded signals listed."""
+    listed = listed or lazy
     rule_sets = {
         "default": dataclasses.replace(default_rules(), staleness=Staleness(60.0, 600.0)),
         "strict": _strict_rules(),
@@ -189,7 +201,8 @@ def _cached_build_equals_from_scratch(ops: list[tuple[Any, ...]], *, hinted: boo
         else:
             budget: int | str | None = op[1]
             scratch.drop_kept_assessments()  # a build from scratch
-            report, gone = cached.report(now, identity="a", lazy_reasons=lazy)
+            rounded: list[dict[str, float] | None] | None = [] if listed else None
+            report, gone = cached.report(now, identity="a", lazy_reasons=lazy, rounded=rounded)
             reference_report, reference_gone = scratch.report(now, identity="a")
             assert gone == reference_gone
             if not lazy:  # (lazily: compared after the build, so the build reads the reasons first)
@@ -197,9 +210,9 @@ def _cached_build_equals_from_scratch(ops: list[tuple[Any, ...]], *, hinted: boo
             if isinstance(budget, str):  # the edges: around the full size and the 32-byte margin
                 budget = encoded_size(report_to_status(reference_report)) + int(budget)
             if budget is None:
-                assert _dump(cache.build(report)) == _dump(report_to_status(reference_report))
+                assert _dump(cache.build(report, rounded)) == _dump(report_to_status(reference_report))
             else:
-                fitted = fit_report(report, budget, cache=cache)
+                fitted = fit_report(report, budget, cache=cache, rounded=rounded)
                 ref_report, ref_size, ref_dropped, ref_status = _reference_fit(reference_report, budget)
                 assert fitted.report == ref_report
                 assert _dump(fitted.status) == _dump(ref_status)
