@@ -411,8 +411,8 @@ class Scorer:
         self._texts = _rule_texts(rules)
         self._specs = _signal_specs(rules)
         self._nodes: dict[str, _Node] = {}
-        self._order: list[str] | None = None
-        """Node names sorted; None after a node came or went."""
+        self._order: list[tuple[str, _Node]] | None = None
+        """Nodes sorted by name; None after a node came, went or was replaced (resumed after stale)."""
 
     @property
     def rules(self) -> DetectionRules:
@@ -497,8 +497,7 @@ class Scorer:
         resumed = node is not None and now - node.last_seen > rules.staleness.stale_after_seconds
         old_level = None
         if node is None or resumed:
-            if node is None:
-                self._order = None
+            self._order = None
             node = _Node(self._history_len())
             self._nodes[name] = node
         else:
@@ -660,9 +659,8 @@ class Scorer:
         out: list[NodeAssessment] = []
         forgotten: list[str] = []
         if self._order is None:
-            self._order = sorted(self._nodes)
-        for name in self._order:
-            node = self._nodes[name]
+            self._order = sorted(self._nodes.items(), key=itemgetter(0))
+        for name, node in self._order:
             silent = now - node.last_seen
             if silent > staleness.forget_after_seconds:
                 forgotten.append(name)
@@ -679,14 +677,22 @@ class Scorer:
                     calm = node.rank == 0 and node.score <= 0 and not node.unjudged
                 else:
                     level, calm = Level.UNKNOWN, False
-                if calm or not lazy_reasons:
+                if calm:  # new_assessment(), inlined for the most common case
+                    item = _new(NodeAssessment)
+                    _set_name(item, name)
+                    _set_level(item, level)
+                    _set_score(item, node.score)
+                    _set_signals(item, node.values)
+                    _set_time(item, node.last_sample_time)
+                    _put_reasons(item, ())
+                elif not lazy_reasons:
                     item = new_assessment(
                         name,
                         level,
                         node.score,
                         signals=node.values,
                         last_sample_time=node.last_sample_time,
-                        reasons=() if calm else self._reasons(node),
+                        reasons=self._reasons(node),
                     )
                 else:
                     item = _lazy_assessment(name, level, node.last_sample_time, self._why(node))
