@@ -13,8 +13,7 @@ Stripped nodes are counted in ``Report.detail_dropped``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -44,17 +43,56 @@ def encoded_size(doc: object) -> int:
     return len(data) + 2 * (len(data) - len(data.translate(None, _NON_ASCII)))
 
 
-@dataclass(frozen=True, slots=True)
 class Fitted:
     """The report that fits, and what it took."""
 
-    report: Report
-    size: int
-    """Encoded size of the status, bytes."""
-    nodes_dropped: tuple[str, ...] = ()
-    """Nodes left out entirely (only when bare entries do not fit)."""
-    status: dict[str, Any] | None = None
-    """``report_to_status(report)``, already built while measuring (stores reuse it); None if not built."""
+    __slots__ = ("_make", "_report", "detail_dropped", "nodes_dropped", "size", "status")
+
+    def __init__(
+        self,
+        report: Report,
+        size: int,
+        nodes_dropped: tuple[str, ...] = (),
+        status: dict[str, Any] | None = None,
+    ) -> None:
+        self._report: Report | None = report
+        self._make: Callable[[], Report] | None = None
+        self.size = size
+        """Encoded size of the status, bytes."""
+        self.nodes_dropped = nodes_dropped
+        """Nodes left out entirely (only when bare entries do not fit)."""
+        self.status = status
+        """``report_to_status(report)``, already built while measuring (stores reuse it); None if not built."""
+        self.detail_dropped = report.detail_dropped
+        """``report.detail_dropped``."""
+
+    @classmethod
+    def deferred(
+        cls,
+        make: Callable[[], Report],
+        size: int,
+        nodes_dropped: tuple[str, ...],
+        status: dict[str, Any],
+        detail_dropped: int,
+    ) -> Fitted:
+        """A result whose ``report`` is made by ``make()`` when first asked for: the analyzer writes
+        ``status`` and reads only ``detail_dropped``, so the stripped assessments of thousands of
+        nodes need not be made every interval."""
+        fitted: Fitted = cls.__new__(cls)
+        fitted._report, fitted._make = None, make
+        fitted.size, fitted.nodes_dropped, fitted.status = size, nodes_dropped, status
+        fitted.detail_dropped = detail_dropped
+        return fitted
+
+    @property
+    def report(self) -> Report:
+        """The fitted report (stripped assessments where detail was dropped, nodes left out removed)."""
+        report = self._report
+        if report is None:
+            assert self._make is not None  # one of the two is always set
+            report = self._report = self._make()
+            self._make = None
+        return report
 
 
 def _rest(records: list[Cached], indexes: list[int], sized: Callable[[object], int], room: int) -> int:
@@ -68,11 +106,18 @@ def _rest(records: list[Cached], indexes: list[int], sized: Callable[[object], i
     return total
 
 
-def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: StatusCache | None = None) -> Fitted:
+def fit_report(
+    report: Report,
+    budget: int = DEFAULT_STATUS_BUDGET,
+    *,
+    cache: StatusCache | None = None,
+    rounded: Sequence[dict[str, float] | None] | None = None,
+) -> Fitted:
     """``report`` unchanged when its status fits ``budget`` bytes, else with detail stripped.
 
     With ``cache`` the entries of unchanged assessments, their sizes and their stripped
-    forms are reused from earlier calls (same result as without).
+    forms are reused from earlier calls (same result as without). ``rounded``: as for
+    :meth:`StatusCache.records`.
 
     Equivalent to stripping in sacrifice order until the size fits, but computed from the
     other end: start from every entry stripped and give the detail back to the most
@@ -80,7 +125,7 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
     are never formatted.
     """
     cache = StatusCache() if cache is None else cache
-    records = cache.records(report)
+    records = cache.records(report, rounded)
     head = envelope(report)
     margin = 32  # the summary grows by a few digits at most
     # size with every detail stripped (compact JSON: bare entries joined by commas)
@@ -102,16 +147,10 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
     full = size + pending if pending >= 0 else -1
     if 0 <= full <= budget:
         return Fitted(report, full, status={**head, "nodes": [rec.entry for rec in records]})
-    entries: list[dict[str, Any]] = []
-    stripped = 0
-    for i, rec in enumerate(records):
-        if keep[i]:
-            entries.append(rec.entry)
-        else:
-            nodes[i] = rec.bare_item()
-            entries.append(rec.bare_entry)
-            stripped += 1
+    entries = [rec.entry if keep[i] else rec.bare_entry for i, rec in enumerate(records)]
+    stripped = len(keep) - sum(keep)
     dropped: list[str] = []
+    kept: list[bool] | None = None
     if size + margin > budget:
         kept = [True] * len(nodes)
         for i in order:
@@ -122,6 +161,15 @@ def fit_report(report: Report, budget: int = DEFAULT_STATUS_BUDGET, *, cache: St
             dropped.append(nodes[i].name)
         nodes = [n for n, k in zip(nodes, kept, strict=True) if k]
         entries = [e for e, k in zip(entries, kept, strict=True) if k]
-    fitted = dataclasses.replace(report, nodes=tuple(nodes), detail_dropped=stripped)
-    status = {**head, "summary": summary(nodes, stripped), "nodes": entries}
-    return Fitted(fitted, size + len(str(stripped)), tuple(dropped), status=status)
+        counts = summary(nodes, stripped)
+    else:  # every node stays: the envelope's counts, with the stripped ones
+        counts = {**head["summary"], "detailDropped": stripped}
+    status = {**head, "summary": counts, "nodes": entries}
+
+    def fitted() -> Report:  # the stripped assessments (same levels, names and order as the entries)
+        items = [rec.item if keep[i] else rec.bare_item() for i, rec in enumerate(records)]
+        if kept is not None:
+            items = [n for n, k in zip(items, kept, strict=True) if k]
+        return dataclasses.replace(report, nodes=tuple(items), detail_dropped=stripped)
+
+    return Fitted.deferred(fitted, size + len(str(stripped)), tuple(dropped), status, stripped)

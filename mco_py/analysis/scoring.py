@@ -234,6 +234,115 @@ def _window_mean(node: _Node, name: str, value: float, size: int) -> float:
     return sum(window) / len(window)
 
 
+_Why = tuple[
+    DetectionRules,
+    Mapping[str, "_RuleTexts"],
+    bool,  # scorable
+    int,  # rank
+    float,  # score
+    Mapping[str, float],  # smoothed values
+    Sequence[SignalReading],  # unjudged
+    Sequence[SignalReading],  # absent
+    float,  # changed_at
+    str,  # changed_how
+]
+"""A node's state as its reasons read it (:meth:`Scorer._why`): the rules and texts in force, then the node's fields."""
+
+
+def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
+    """Why the node is where it is. None nodes list only signals above warn (keeps the report small)."""
+    rules, texts, scorable, rank, score, values, unjudged, absent, changed_at, changed_how = why
+    if scorable and rank == 0 and score <= 0 and not unjudged and not headline:
+        return ()  # the common calm node: nothing above warn, nothing to say
+    out: list[str] = []
+    if not scorable:
+        out.append("no signal with a rule could be scored in the newest sample")
+        out.extend(_unjudged(r, rules) for r in unjudged)
+        out.extend(f"{r.name} absent: {r.reason or 'no reason given'}" for r in absent)
+    else:
+        if rank > 0 or headline:
+            raw = _rank(score, rules.levels)
+            out.append(
+                f"level {_RANK_TEXT[rank]} since {fast_format_time(changed_at)} "
+                f"({changed_how}); score {score:.1f} now (raw level {_RANK_TEXT[raw]})"
+            )
+        out += _hot_reasons(values, texts)
+        out.extend(_unjudged(r, rules) for r in unjudged)
+    if len(out) > MAX_REASONS:
+        del out[MAX_REASONS:]
+    if max(map(len, out), default=0) <= MAX_REASON_CHARS:
+        return tuple(out)
+    return tuple(r if len(r) <= MAX_REASON_CHARS else r[:MAX_REASON_CHARS] for r in out)
+
+
+_new = object.__new__
+_set_name, _set_level, _set_score, _set_signals, _set_time = (
+    NodeAssessment.__dict__[f].__set__ for f in ("name", "level", "score", "signals", "last_sample_time")
+)
+_reasons_slot = NodeAssessment.__dict__["reasons"]
+_get_reasons, _put_reasons = _reasons_slot.__get__, _reasons_slot.__set__
+
+
+class _LazyReasons(NodeAssessment):
+    """A fresh assessment whose reasons are formatted when first read, from the node's state as it was
+    when assessed. In cluster mode the size budget drops the detail of most nodes, whose reasons would
+    otherwise be formatted for nothing (≈ 13 µs per node above warn).
+
+    Equal to the :class:`NodeAssessment` with the same fields (either way round); copies and pickles
+    as one. Two threads reading the reasons at once both format the same tuple.
+    """
+
+    __slots__ = ("_pending",)
+
+    _pending: _Why | None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NodeAssessment):
+            return NotImplemented
+        return (self.name, self.level, self.score, self.signals, self.last_sample_time, self.reasons) == (
+            other.name,
+            other.level,
+            other.score,
+            other.signals,
+            other.last_sample_time,
+            other.reasons,
+        )
+
+    __hash__ = NodeAssessment.__hash__
+
+    def __reduce__(self) -> tuple[type[NodeAssessment], tuple[object, ...]]:
+        return NodeAssessment, (self.name, self.level, self.score, self.signals, self.last_sample_time, self.reasons)
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        why = self._pending
+        if why is not None:
+            _put_reasons(self, _reasons_of(why))
+            _set_pending(self, None)  # after the reasons are in place: a reader seeing None finds them
+        reasons: tuple[str, ...] = _get_reasons(self)
+        return reasons
+
+    @reasons.setter
+    def reasons(self, value: tuple[str, ...]) -> None:  # the dataclass __init__ (dataclasses.replace)
+        _put_reasons(self, value)
+        _set_pending(self, None)
+
+
+_set_pending = _LazyReasons.__dict__["_pending"].__set__
+
+
+def _lazy_assessment(name: str, level: Level, last_sample_time: float, why: _Why) -> NodeAssessment:
+    """The node's assessment (score and signals from ``why``), its reasons formatted on first read."""
+    item: _LazyReasons = _new(_LazyReasons)
+    _set_name(item, name)
+    _set_level(item, level)
+    _set_score(item, why[4])
+    _set_signals(item, why[5])
+    _set_time(item, last_sample_time)
+    _set_pending(item, why)
+    return item
+
+
 @dataclass(frozen=True, slots=True)
 class LevelChange:
     """A node's level moved; returned by :meth:`Scorer.observe` for logging."""
@@ -302,8 +411,8 @@ class Scorer:
         self._texts = _rule_texts(rules)
         self._specs = _signal_specs(rules)
         self._nodes: dict[str, _Node] = {}
-        self._order: list[str] | None = None
-        """Node names sorted; None after a node came or went."""
+        self._order: list[tuple[str, _Node]] | None = None
+        """Nodes sorted by name; None after a node came, went or was replaced (resumed after stale)."""
 
     @property
     def rules(self) -> DetectionRules:
@@ -388,8 +497,7 @@ class Scorer:
         resumed = node is not None and now - node.last_seen > rules.staleness.stale_after_seconds
         old_level = None
         if node is None or resumed:
-            if node is None:
-                self._order = None
+            self._order = None
             node = _Node(self._history_len())
             self._nodes[name] = node
         else:
@@ -501,61 +609,65 @@ class Scorer:
 
     def _reasons(self, node: _Node, *, headline: bool = False) -> tuple[str, ...]:
         """Why the node is where it is. None nodes list only signals above warn (keeps the report small)."""
-        if node.scorable and node.rank == 0 and node.score <= 0 and not node.unjudged and not headline:
-            return ()  # the common calm node: nothing above warn, nothing to say
-        out: list[str] = []
-        if not node.scorable:
-            out.append("no signal with a rule could be scored in the newest sample")
-            out.extend(_unjudged(r, self._rules) for r in node.unjudged)
-            out.extend(f"{r.name} absent: {r.reason or 'no reason given'}" for r in node.absent)
-        else:
-            if node.rank > 0 or headline:
-                raw = _rank(node.score, self._rules.levels)
-                out.append(
-                    f"level {_RANK_TEXT[node.rank]} since {fast_format_time(node.changed_at)} "
-                    f"({node.changed_how}); score {node.score:.1f} now (raw level {_RANK_TEXT[raw]})"
-                )
-            out += _hot_reasons(node.values, self._texts)
-            out.extend(_unjudged(r, self._rules) for r in node.unjudged)
-        if len(out) > MAX_REASONS:
-            del out[MAX_REASONS:]
-        if max(map(len, out), default=0) <= MAX_REASON_CHARS:
-            return tuple(out)
-        return tuple(r if len(r) <= MAX_REASON_CHARS else r[:MAX_REASON_CHARS] for r in out)
+        return _reasons_of(self._why(node), headline=headline)
 
-    def assess(self, now: float) -> tuple[list[NodeAssessment], list[str]]:
+    def _why(self, node: _Node) -> _Why:
+        """What :func:`_reasons_of` reads about ``node`` now (none of it is mutated later: see :class:`_Node`)."""
+        return (
+            self._rules,
+            self._texts,
+            node.scorable,
+            node.rank,
+            node.score,
+            node.values,
+            node.unjudged,
+            node.absent,
+            node.changed_at,
+            node.changed_how,
+        )
+
+    def _stale(self, name: str, node: _Node, silent: float) -> NodeAssessment:
+        """The assessment of a node silent for ``silent`` seconds, past staleAfterSeconds."""
+        stale_after = self._rules.staleness.stale_after_seconds
+        last = self._level_of(node).value
+        return NodeAssessment(
+            name=name,
+            level=Level.UNKNOWN,
+            score=node.score,
+            signals=node.values,
+            last_sample_time=node.last_sample_time,
+            reasons=(f"no sample for {silent:.0f}s (staleAfterSeconds {stale_after:g}); last level {last}",),
+        )
+
+    def assess(
+        self, now: float, *, lazy_reasons: bool = False, rounded: list[dict[str, float] | None] | None = None
+    ) -> tuple[list[NodeAssessment], list[str]]:
         """Every node's assessment at ``now`` (sorted by name), and the names forgotten just now.
 
         A node with no sample since the last call gets the very same assessment object
         back (callers may cache what they derive from it by identity); stale nodes get a
         new one each time (their reason quotes how long they have been silent).
+
+        ``lazy_reasons``: the reasons of fresh assessments are formatted when first read
+        (from the node's state now), not here — for callers that read few of them.
+        ``rounded``: when given, ``rounded_signals(item.signals)`` made while smoothing (None
+        where not known) is appended for each item returned, in order (for :class:`StatusCache`,
+        which would otherwise look each one up).
         """
         staleness = self._rules.staleness
+        hints = [] if rounded is None else rounded
         out: list[NodeAssessment] = []
         forgotten: list[str] = []
         if self._order is None:
-            self._order = sorted(self._nodes)
-        for name in self._order:
-            node = self._nodes[name]
+            self._order = sorted(self._nodes.items(), key=itemgetter(0))
+        for name, node in self._order:
             silent = now - node.last_seen
             if silent > staleness.forget_after_seconds:
                 forgotten.append(name)
                 continue
             if silent > staleness.stale_after_seconds:
-                last = self._level_of(node).value
-                out.append(
-                    NodeAssessment(
-                        name=name,
-                        level=Level.UNKNOWN,
-                        score=node.score,
-                        signals=node.values,
-                        last_sample_time=node.last_sample_time,
-                        reasons=(
-                            f"no sample for {silent:.0f}s (staleAfterSeconds {staleness.stale_after_seconds:g}); "
-                            f"last level {last}",
-                        ),
-                    )
-                )
+                out.append(self._stale(name, node, silent))
+                hints.append(None)
                 continue
             item = node.assessment
             if item is None:
@@ -563,30 +675,49 @@ class Scorer:
                     level = RANKED_LEVELS[node.rank]
                     # the common calm node (nothing above warn, nothing unjudged) has nothing to say
                     calm = node.rank == 0 and node.score <= 0 and not node.unjudged
-                    reasons = () if calm else self._reasons(node)
                 else:
-                    level, reasons = Level.UNKNOWN, self._reasons(node)
-                item = new_assessment(
-                    name,
-                    level,
-                    node.score,
-                    signals=node.values,
-                    last_sample_time=node.last_sample_time,
-                    reasons=reasons,
-                )
+                    level, calm = Level.UNKNOWN, False
+                if calm:  # new_assessment(), inlined for the most common case
+                    item = _new(NodeAssessment)
+                    _set_name(item, name)
+                    _set_level(item, level)
+                    _set_score(item, node.score)
+                    _set_signals(item, node.values)
+                    _set_time(item, node.last_sample_time)
+                    _put_reasons(item, ())
+                elif not lazy_reasons:
+                    item = new_assessment(
+                        name,
+                        level,
+                        node.score,
+                        signals=node.values,
+                        last_sample_time=node.last_sample_time,
+                        reasons=self._reasons(node),
+                    )
+                else:
+                    item = _lazy_assessment(name, level, node.last_sample_time, self._why(node))
                 node.assessment = item
                 node.kept_item = item
                 node.kept_rounded = node.rounded
             out.append(item)
+            hints.append(node.kept_rounded)  # item is node.kept_item
         for name in forgotten:
             del self._nodes[name]
         if forgotten:
             self._order = None
         return out, forgotten
 
-    def report(self, now: float, *, identity: str) -> tuple[Report, list[str]]:
-        """The report at ``now`` and the names forgotten while building it."""
-        nodes, forgotten = self.assess(now)
+    def report(
+        self,
+        now: float,
+        *,
+        identity: str,
+        lazy_reasons: bool = False,
+        rounded: list[dict[str, float] | None] | None = None,
+    ) -> tuple[Report, list[str]]:
+        """The report at ``now`` and the names forgotten while building it (``lazy_reasons``, ``rounded``: as
+        for :meth:`assess`)."""
+        nodes, forgotten = self.assess(now, lazy_reasons=lazy_reasons, rounded=rounded)
         return Report(
             last_update_time=now,
             analyzer_identity=identity,

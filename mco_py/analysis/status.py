@@ -96,18 +96,22 @@ Rounded = Callable[[NodeAssessment], dict[str, float] | None]
 class Cached:
     """One node's entry built from ``item`` on demand, plus its stripped form and sizes (for the size fitting)."""
 
-    __slots__ = ("_bare", "_bare_item", "_detail", "_entry", "_rounded", "_time", "has_detail", "item")
+    __slots__ = ("_bare", "_bare_item", "_detail", "_entry", "_rounded", "_signals", "_time", "has_detail", "item")
 
-    def __init__(self, item: NodeAssessment, rounded: Rounded | None = None) -> None:
+    def __init__(
+        self, item: NodeAssessment, rounded: Rounded | None = None, signals: dict[str, float] | None = None
+    ) -> None:
         self.item = item
         self._rounded = rounded
         """Asked for ``rounded_signals(item.signals)`` when the entry is built (see :class:`StatusCache`)."""
+        self._signals = signals
+        """``rounded_signals(item.signals)`` when known beforehand, else None."""
         self._entry: dict[str, Any] | None = None
         self._bare: dict[str, Any] | None = None
         self._bare_item: NodeAssessment | None = None
         self._detail = -1
         self._time: str | None = None
-        self.has_detail = bool(item.reasons or item.signals)
+        self.has_detail = bool(item.signals or item.reasons)  # signals first: reasons may be formatted on read
         """True when the entry has signals or reasons to strip."""
 
     def _head(self, signals: dict[str, float] | None = None) -> dict[str, Any]:
@@ -137,7 +141,9 @@ class Cached:
             item = self.item
             signals = None
             if item.signals:
-                signals = self._rounded(item) if self._rounded is not None else None
+                signals = self._signals
+                if signals is None and self._rounded is not None:
+                    signals = self._rounded(item)
                 if signals is None:
                     signals = rounded_signals(item.signals)
             entry = self._head(signals)
@@ -220,17 +226,21 @@ class StatusCache:
         self.rebuilt = 0
         """Records made anew (not reused) by the last call."""
 
-    def records(self, report: Report) -> list[Cached]:
-        """One record per ``report.nodes`` item, in order; entries are built only when asked for."""
+    def records(self, report: Report, rounded: Sequence[dict[str, float] | None] | None = None) -> list[Cached]:
+        """One record per ``report.nodes`` item, in order; entries are built only when asked for.
+
+        ``rounded``, when given, holds ``rounded_signals(item.signals)`` (or None: not known) per
+        item of ``report.nodes``, in order (:meth:`~mco_py.analysis.scoring.Scorer.assess` fills it).
+        """
         old = self._by_name
         hint = self._rounded
         by_name: dict[str, Cached] = {}
         records: list[Cached] = []
         rebuilt = 0
-        for item in report.nodes:
+        for item, signals in zip(report.nodes, [None] * len(report.nodes) if rounded is None else rounded, strict=True):
             rec = old.get(item.name)
             if rec is None or rec.item is not item:
-                rec = Cached(item, hint)
+                rec = Cached(item, hint, signals)
                 rebuilt += 1
             by_name[item.name] = rec
             records.append(rec)
@@ -238,8 +248,9 @@ class StatusCache:
         self.rebuilt = rebuilt
         return records
 
-    def build(self, report: Report) -> dict[str, Any]:
-        """``report_to_status(report)``; the entries may be shared with earlier and later results."""
+    def build(self, report: Report, rounded: Sequence[dict[str, float] | None] | None = None) -> dict[str, Any]:
+        """``report_to_status(report)``; the entries may be shared with earlier and later results.
+        ``rounded``: as for :meth:`records`."""
         status = envelope(report)
         # records() and the entries in one pass (each record is touched once while it is in cache)
         old = self._by_name
@@ -247,10 +258,10 @@ class StatusCache:
         by_name: dict[str, Cached] = {}
         entries: list[dict[str, Any]] = []
         rebuilt = 0
-        for item in report.nodes:
+        for item, signals in zip(report.nodes, [None] * len(report.nodes) if rounded is None else rounded, strict=True):
             rec = old.get(item.name)
             if rec is None or rec.item is not item:
-                rec = Cached(item, hint)
+                rec = Cached(item, hint, signals)
                 rebuilt += 1
             by_name[item.name] = rec
             entries.append(rec._entry or rec.entry)

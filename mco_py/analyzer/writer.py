@@ -48,7 +48,10 @@ class ReportLoop:
         if not leader:
             return False
         try:
-            self.store.write(fitted.report, status=fitted.status)
+            if fitted.status is None:
+                self.store.write(fitted.report)
+            else:  # (the fitted report itself is made only when asked for)
+                self.store.write_status(fitted.status)
         except ReportError as exc:
             self.engine.metrics.write_errors.inc()
             self._failing = True

@@ -28,6 +28,11 @@ class ReportStore(Protocol):
         """
         ...
 
+    def write_status(self, status: Mapping[str, Any]) -> None:
+        """``write(report, status=status)`` given only the ``status`` document (as
+        :func:`~mco_py.model.report_to_status` builds it): the report it came from is not needed."""
+        ...
+
     def describe(self) -> str:
         """Where the report is, for logs and ``mco report``."""
         ...

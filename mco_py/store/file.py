@@ -22,12 +22,12 @@ def report_document(
     report: Report, *, name: str = "cluster", status: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The whole object as the CR would be (apiVersion, kind, metadata, status)."""
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": KIND,
-        "metadata": {"name": name},
-        "status": report_to_status(report) if status is None else status,
-    }
+    return status_document(report_to_status(report) if status is None else status, name=name)
+
+
+def status_document(status: Mapping[str, Any], *, name: str = "cluster") -> dict[str, Any]:
+    """The whole object around a built ``status`` document."""
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": {"name": name}, "status": status}
 
 
 def decode_document(raw: bytes | str, *, source: str) -> Report:
@@ -65,7 +65,10 @@ class FileReportStore:
         return decode_document(raw, source=str(self.path))
 
     def write(self, report: Report, *, status: Mapping[str, Any] | None = None) -> None:
-        data = msgspec.json.encode(report_document(report, name=self.name, status=status))
+        self.write_status(report_to_status(report) if status is None else status)
+
+    def write_status(self, status: Mapping[str, Any]) -> None:
+        data = msgspec.json.encode(status_document(status, name=self.name))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)

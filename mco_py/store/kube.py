@@ -122,7 +122,9 @@ class KubeReportStore:
             raise translate(exc, what=f"update {self.describe()} status") from exc
 
     def write(self, report: Report, *, status: Mapping[str, Any] | None = None) -> None:
-        status = report_to_status(report) if status is None else status
+        self.write_status(report_to_status(report) if status is None else status)
+
+    def write_status(self, status: Mapping[str, Any]) -> None:
         conflicts = 0
         errors = 0
         while True:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
+import pickle
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -299,3 +301,48 @@ def test_fast_reason_lines_match_the_contributions(given_values: dict[str, float
     _, parts = score_signals(given_values, r)
     above_warn = sorted((c for c in parts if c.value > c.rule.warn), key=lambda c: c.sub_score, reverse=True)
     assert _hot_reasons(given_values, _rule_texts(r)) == [c.describe() for c in above_warn]
+
+
+lazy_values = st.one_of(st.none(), st.floats(min_value=0, max_value=120), st.sampled_from([0.0, 20.0, 50.0]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.fixed_dictionaries(
+                {n: lazy_values for n in ("psiIoSomeAvg10", "psiCpuSomeAvg10", "cpuStealPercent")},
+                optional={"bioLatencyP99Ms": st.floats(min_value=0, max_value=40)},
+            ),
+            st.sampled_from([1.0, 40.0]),  # fresh, or stale at the next assessment
+            st.integers(0, 40),  # events behind bioLatencyP99Ms (minEvents 20)
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    raise_after=st.integers(1, 3),
+)
+def test_lazy_reasons_are_the_eager_ones_of_the_assessment_time(
+    steps: list[tuple[dict[str, float | None], float, int]], raise_after: int
+) -> None:
+    """Reasons formatted when first read, after the node moved on, are those it had when assessed."""
+    lazy, eager = Scorer(rules(raise_after=raise_after)), Scorer(rules(raise_after=raise_after))
+    now = T0
+    pairs = []
+    for values, gap, events in steps:
+        now += gap
+        signals = {k: SignalReading(k, v, "procfs", "" if v is not None else "absent") for k, v in values.items()}
+        if "bioLatencyP99Ms" in signals:
+            signals["bioLatencyP99Ms"] = dataclasses.replace(signals["bioLatencyP99Ms"], events=events)
+        for scorer in (lazy, eager):
+            scorer.observe(Sample("n", now, signals), now)
+        pairs.append((lazy.assess(now + 0.5, lazy_reasons=True)[0], eager.assess(now + 0.5)[0]))
+    for got, expected in pairs:  # read only now: every node state has moved on since
+        assert got == expected
+        assert expected == got
+        assert [n.reasons for n in got] == [n.reasons for n in expected]
+    for item, expected in zip(*pairs[-1], strict=True):
+        assert pickle.loads(pickle.dumps(item)) == expected
+        assert copy.copy(item) == expected
+        assert dataclasses.replace(item, signals={}) == dataclasses.replace(expected, signals={})
+        assert dataclasses.replace(item, reasons=("x",)).reasons == ("x",)

@@ -153,7 +153,26 @@ def test_cached_build_with_the_scorers_rounded_values_equals_from_scratch(ops: l
     _cached_build_equals_from_scratch(ops, hinted=True)
 
 
-def _cached_build_equals_from_scratch(ops: list[tuple[Any, ...]], *, hinted: bool) -> None:
+@settings(max_examples=150, deadline=None)
+@given(ops=operations)
+def test_cached_build_with_lazy_reasons_equals_from_scratch(ops: list[tuple[Any, ...]]) -> None:
+    """Reasons formatted only when the status or the fit reads them, the rounded signals handed over in
+    a list by the scorer (as the analyzer builds in cluster mode; in standalone mode without lazy reasons)."""
+    _cached_build_equals_from_scratch(ops, hinted=False, lazy=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=operations)
+def test_cached_build_with_the_rounded_values_listed_equals_from_scratch(ops: list[tuple[Any, ...]]) -> None:
+    """As the analyzer builds in standalone mode: the rounded signals handed over in a list by the scorer."""
+    _cached_build_equals_from_scratch(ops, hinted=False, listed=True)
+
+
+def _cached_build_equals_from_scratch(
+    ops: list[tuple[Any, ...]], *, hinted: bool, lazy: bool = False, listed: bool = False
+) -> None:
+    """``lazy``: lazy reasons and the rounded signals listed; ``listed``: the rounded signals listed."""
+    listed = listed or lazy
     rule_sets = {
         "default": dataclasses.replace(default_rules(), staleness=Staleness(60.0, 600.0)),
         "strict": _strict_rules(),
@@ -182,20 +201,23 @@ def _cached_build_equals_from_scratch(ops: list[tuple[Any, ...]], *, hinted: boo
         else:
             budget: int | str | None = op[1]
             scratch.drop_kept_assessments()  # a build from scratch
-            report, gone = cached.report(now, identity="a")
+            rounded: list[dict[str, float] | None] | None = [] if listed else None
+            report, gone = cached.report(now, identity="a", lazy_reasons=lazy, rounded=rounded)
             reference_report, reference_gone = scratch.report(now, identity="a")
             assert gone == reference_gone
-            assert report == reference_report
+            if not lazy:  # (lazily: compared after the build, so the build reads the reasons first)
+                assert report == reference_report
             if isinstance(budget, str):  # the edges: around the full size and the 32-byte margin
                 budget = encoded_size(report_to_status(reference_report)) + int(budget)
             if budget is None:
-                assert _dump(cache.build(report)) == _dump(report_to_status(reference_report))
+                assert _dump(cache.build(report, rounded)) == _dump(report_to_status(reference_report))
             else:
-                fitted = fit_report(report, budget, cache=cache)
+                fitted = fit_report(report, budget, cache=cache, rounded=rounded)
                 ref_report, ref_size, ref_dropped, ref_status = _reference_fit(reference_report, budget)
                 assert fitted.report == ref_report
                 assert _dump(fitted.status) == _dump(ref_status)
                 assert (fitted.size, list(fitted.nodes_dropped)) == (ref_size, ref_dropped)
+            assert report == reference_report
 
 
 def test_cache_reuses_unchanged_entries_and_rebuilds_changed_ones() -> None:

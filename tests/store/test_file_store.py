@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mco_py.errors import ReportError, ReportNotFound
-from mco_py.model import Level, NodeAssessment, Report
+from mco_py.model import Level, NodeAssessment, Report, report_to_status
 from mco_py.store.file import FileReportStore
 from tests.contracts import crd_schema
 
@@ -64,3 +64,12 @@ def test_replace_is_atomic_for_readers(tmp_path: Path) -> None:
         assert json.loads(reader.read())["status"]["analyzer"]["rulesVersion"] == "r1"
     assert os.stat(path).st_ino != inode
     assert store.read().rules_version == "r2"
+
+
+def test_write_status_writes_what_write_writes(tmp_path: Path) -> None:
+    store = FileReportStore(tmp_path / "report.json")
+    store.write(REPORT)
+    written = (tmp_path / "report.json").read_bytes()
+    store.write_status(report_to_status(REPORT))
+    assert (tmp_path / "report.json").read_bytes() == written
+    assert store.read() == REPORT
