@@ -23,17 +23,7 @@ from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.model import SIGNAL_NAMES
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
-
-T0 = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
+from tests.analyzer.test_engine import T0, Clock
 
 values = st.one_of(
     st.floats(min_value=0.0, max_value=120.0),
