@@ -252,20 +252,6 @@ class StatusCache:
         """``report_to_status(report)``; the entries may be shared with earlier and later results.
         ``rounded``: as for :meth:`records`."""
         status = envelope(report)
-        # records() and the entries in one pass (each record is touched once while it is in cache)
-        old = self._by_name
-        hint = self._rounded
-        by_name: dict[str, Cached] = {}
-        entries: list[dict[str, Any]] = []
-        rebuilt = 0
-        for item, signals in zip(report.nodes, [None] * len(report.nodes) if rounded is None else rounded, strict=True):
-            rec = old.get(item.name)
-            if rec is None or rec.item is not item:
-                rec = Cached(item, hint, signals)
-                rebuilt += 1
-            by_name[item.name] = rec
-            entries.append(rec._entry or rec.entry)
-        self._by_name = by_name
-        self.rebuilt = rebuilt
+        entries = [rec._entry or rec.entry for rec in self.records(report, rounded)]
         status["nodes"] = entries
         return status

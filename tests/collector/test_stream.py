@@ -284,15 +284,21 @@ def test_mutual_tls(tmp_path: Path) -> None:
         server.stop(None)
 
 
-def test_flush_interval_batches_samples_and_loses_none() -> None:
+def _first_sample_sent(flush_interval_s: float) -> tuple[Recorder, grpc.Server, AnalyzerStream]:
+    """A stream with the given flush interval whose first sample reached the recorder (it goes at once)."""
     recorder = Recorder()
     server, port = serve(recorder)
-    config = StreamConfig(backoff_initial_s=0.05, backoff_max_s=0.2, flush_interval_s=0.5)
+    config = StreamConfig(backoff_initial_s=0.05, backoff_max_s=0.2, flush_interval_s=flush_interval_s)
     stream = AnalyzerStream(f"127.0.0.1:{port}", config, collector_id="node-a")
+    stream.start()
+    stream.publish(sample_to_proto(make_sample(0)))
+    recorder.wait_samples(1)
+    return recorder, server, stream
+
+
+def test_flush_interval_batches_samples_and_loses_none() -> None:
+    recorder, server, stream = _first_sample_sent(0.5)
     try:
-        stream.start()
-        stream.publish(sample_to_proto(make_sample(0)))
-        recorder.wait_samples(1)  # the first sample goes at once
         for i in range(1, 6):  # published within the flush interval: they travel together
             stream.publish(sample_to_proto(make_sample(i)))
         samples = recorder.wait_samples(6)
@@ -305,14 +311,8 @@ def test_flush_interval_batches_samples_and_loses_none() -> None:
 
 
 def test_stop_sends_what_gathered_during_a_long_flush_interval() -> None:
-    recorder = Recorder()
-    server, port = serve(recorder)
-    config = StreamConfig(backoff_initial_s=0.05, backoff_max_s=0.2, flush_interval_s=60.0)
-    stream = AnalyzerStream(f"127.0.0.1:{port}", config, collector_id="node-a")
+    recorder, server, stream = _first_sample_sent(60.0)
     try:
-        stream.start()
-        stream.publish(sample_to_proto(make_sample(0)))
-        recorder.wait_samples(1)
         wait_for(lambda: stream.status().sent == 1, what="first ack")
         for i in range(1, 4):
             stream.publish(sample_to_proto(make_sample(i)))
