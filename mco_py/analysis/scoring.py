@@ -30,9 +30,10 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
-from mco_py.analysis.status import fast_format_time, new_assessment
+from mco_py.analysis.status import fast_format_time, new_assessment, new_entry, rounded_signals
 from mco_py.model import (
     ROUND_LIMIT,
     ROUNDER,
@@ -365,6 +366,7 @@ class _Node:
         "changed_how",
         "ewma",
         "history",
+        "kept_entry",
         "kept_item",
         "kept_rounded",
         "last_sample_time",
@@ -389,6 +391,8 @@ class _Node:
         self.kept_rounded: dict[str, float] = {}
         """``rounded`` as it was when ``kept_item``, the last fresh assessment, was made (both written
         only by :meth:`Scorer.assess`, so the report thread reads them while ingest goes on)."""
+        self.kept_entry: dict[str, Any] | None = None
+        """The status entry of ``kept_item`` once :meth:`Scorer.assess` was asked for entries."""
         self.absent: Sequence[SignalReading] = ()
         self.unjudged: Sequence[SignalReading] = ()
         self.history: deque[int] = deque(maxlen=history_len)
@@ -640,7 +644,12 @@ class Scorer:
         )
 
     def assess(
-        self, now: float, *, lazy_reasons: bool = False, rounded: list[dict[str, float] | None] | None = None
+        self,
+        now: float,
+        *,
+        lazy_reasons: bool = False,
+        rounded: list[dict[str, float] | None] | None = None,
+        entries: list[dict[str, Any]] | None = None,
     ) -> tuple[list[NodeAssessment], list[str]]:
         """Every node's assessment at ``now`` (sorted by name), and the names forgotten just now.
 
@@ -653,6 +662,10 @@ class Scorer:
         ``rounded``: when given, ``rounded_signals(item.signals)`` made while smoothing (None
         where not known) is appended for each item returned, in order (for :class:`StatusCache`,
         which would otherwise look each one up).
+        ``entries``: when given, each item's status entry (``assessment_to_dict(item)``) is appended, in
+        order; a node's entry is kept with its assessment, so unchanged nodes cost a lookup (the
+        standalone report, which shows every node's detail, needs no other record per node). The
+        entries are shared between calls: never mutate them.
         """
         staleness = self._rules.staleness
         hints = [] if rounded is None else rounded
@@ -666,46 +679,61 @@ class Scorer:
                 forgotten.append(name)
                 continue
             if silent > staleness.stale_after_seconds:
-                out.append(self._stale(name, node, silent))
+                stale = self._stale(name, node, silent)
+                out.append(stale)
                 hints.append(None)
+                if entries is not None:
+                    entries.append(new_entry(stale, rounded_signals(stale.signals) if stale.signals else None))
                 continue
             item = node.assessment
             if item is None:
-                if node.scorable and node.rank >= 0:
-                    level = RANKED_LEVELS[node.rank]
-                    # the common calm node (nothing above warn, nothing unjudged) has nothing to say
-                    calm = node.rank == 0 and node.score <= 0 and not node.unjudged
-                else:
-                    level, calm = Level.UNKNOWN, False
-                if calm:  # new_assessment(), inlined for the most common case
-                    item = _new(NodeAssessment)
-                    _set_name(item, name)
-                    _set_level(item, level)
-                    _set_score(item, node.score)
-                    _set_signals(item, node.values)
-                    _set_time(item, node.last_sample_time)
-                    _put_reasons(item, ())
-                elif not lazy_reasons:
-                    item = new_assessment(
-                        name,
-                        level,
-                        node.score,
-                        signals=node.values,
-                        last_sample_time=node.last_sample_time,
-                        reasons=self._reasons(node),
-                    )
-                else:
-                    item = _lazy_assessment(name, level, node.last_sample_time, self._why(node))
-                node.assessment = item
-                node.kept_item = item
-                node.kept_rounded = node.rounded
+                item = self._renew(name, node, lazy_reasons=lazy_reasons)
             out.append(item)
             hints.append(node.kept_rounded)  # item is node.kept_item
+            if entries is not None:
+                entry = node.kept_entry
+                if entry is None:
+                    entry = node.kept_entry = new_entry(item, node.kept_rounded if item.signals else None)
+                entries.append(entry)
         for name in forgotten:
             del self._nodes[name]
         if forgotten:
             self._order = None
         return out, forgotten
+
+    def _renew(self, name: str, node: _Node, *, lazy_reasons: bool) -> NodeAssessment:
+        """The fresh assessment of ``node`` after a sample or a rules change; kept on the node (for :meth:`assess`)."""
+        item: NodeAssessment
+        if node.scorable and node.rank >= 0:
+            level = RANKED_LEVELS[node.rank]
+            # the common calm node (nothing above warn, nothing unjudged) has nothing to say
+            calm = node.rank == 0 and node.score <= 0 and not node.unjudged
+        else:
+            level, calm = Level.UNKNOWN, False
+        if calm:  # new_assessment(), inlined for the most common case
+            item = _new(NodeAssessment)
+            _set_name(item, name)
+            _set_level(item, level)
+            _set_score(item, node.score)
+            _set_signals(item, node.values)
+            _set_time(item, node.last_sample_time)
+            _put_reasons(item, ())
+        elif not lazy_reasons:
+            item = new_assessment(
+                name,
+                level,
+                node.score,
+                signals=node.values,
+                last_sample_time=node.last_sample_time,
+                reasons=self._reasons(node),
+            )
+        else:
+            item = _lazy_assessment(name, level, node.last_sample_time, self._why(node))
+        node.assessment = item
+        node.kept_item = item
+        node.kept_rounded = node.rounded
+        node.kept_entry = None
+        return item
 
     def report(
         self,
@@ -714,10 +742,11 @@ class Scorer:
         identity: str,
         lazy_reasons: bool = False,
         rounded: list[dict[str, float] | None] | None = None,
+        entries: list[dict[str, Any]] | None = None,
     ) -> tuple[Report, list[str]]:
-        """The report at ``now`` and the names forgotten while building it (``lazy_reasons``, ``rounded``: as
-        for :meth:`assess`)."""
-        nodes, forgotten = self.assess(now, lazy_reasons=lazy_reasons, rounded=rounded)
+        """The report at ``now`` and the names forgotten while building it (``lazy_reasons``, ``rounded``,
+        ``entries``: as for :meth:`assess`)."""
+        nodes, forgotten = self.assess(now, lazy_reasons=lazy_reasons, rounded=rounded, entries=entries)
         return Report(
             last_update_time=now,
             analyzer_identity=identity,

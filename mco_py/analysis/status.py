@@ -89,6 +89,32 @@ def rounded_signals(signals: Mapping[str, float]) -> dict[str, float]:
     return {k: round_to(v, 1e4) for k, v in signals.items() if isfinite(v)}
 
 
+def entry_head(item: NodeAssessment, signals: dict[str, float] | None) -> dict[str, Any]:
+    """A new entry without reasons: name, level, score, ``signals`` (already rounded) when given, lastSampleTime."""
+    score = item.score * 100.0
+    out: dict[str, Any] = {
+        "name": item.name,
+        "level": item.level._value_,
+        # round_to(item.score, 100.0), without the call in the usual case
+        "score": (score + ROUNDER - ROUNDER) / 100.0
+        if -ROUND_LIMIT < score < ROUND_LIMIT
+        else round_to(item.score, 100.0),
+    }
+    if signals is not None:
+        out["signals"] = signals
+    if item.last_sample_time is not None:
+        out["lastSampleTime"] = fast_format_time(item.last_sample_time)
+    return out
+
+
+def new_entry(item: NodeAssessment, signals: dict[str, float] | None) -> dict[str, Any]:
+    """``assessment_to_dict(item)``, given ``signals = rounded_signals(item.signals)`` (None when
+    ``item.signals`` is empty). The result may be shared between reports: never mutate it."""
+    out = entry_head(item, signals)
+    out["reasons"] = list(item.reasons)
+    return out
+
+
 Rounded = Callable[[NodeAssessment], dict[str, float] | None]
 """Gives ``rounded_signals(item.signals)`` when it has it at hand, else None."""
 
@@ -96,7 +122,7 @@ Rounded = Callable[[NodeAssessment], dict[str, float] | None]
 class Cached:
     """One node's entry built from ``item`` on demand, plus its stripped form and sizes (for the size fitting)."""
 
-    __slots__ = ("_bare", "_bare_item", "_detail", "_entry", "_rounded", "_signals", "_time", "has_detail", "item")
+    __slots__ = ("_bare", "_bare_item", "_detail", "_entry", "_rounded", "_signals", "has_detail", "item")
 
     def __init__(
         self, item: NodeAssessment, rounded: Rounded | None = None, signals: dict[str, float] | None = None
@@ -110,29 +136,8 @@ class Cached:
         self._bare: dict[str, Any] | None = None
         self._bare_item: NodeAssessment | None = None
         self._detail = -1
-        self._time: str | None = None
         self.has_detail = bool(item.signals or item.reasons)  # signals first: reasons may be formatted on read
         """True when the entry has signals or reasons to strip."""
-
-    def _head(self, signals: dict[str, float] | None = None) -> dict[str, Any]:
-        """A new entry without reasons: name, level, score, ``signals`` when given, lastSampleTime."""
-        item = self.item
-        score = item.score * 100.0
-        out: dict[str, Any] = {
-            "name": item.name,
-            "level": item.level._value_,
-            # round_to(item.score, 100.0), without the call in the usual case
-            "score": (score + ROUNDER - ROUNDER) / 100.0
-            if -ROUND_LIMIT < score < ROUND_LIMIT
-            else round_to(item.score, 100.0),
-        }
-        if signals is not None:
-            out["signals"] = signals
-        if item.last_sample_time is not None:
-            if self._time is None:
-                self._time = fast_format_time(item.last_sample_time)
-            out["lastSampleTime"] = self._time
-        return out
 
     @property
     def entry(self) -> dict[str, Any]:
@@ -146,9 +151,7 @@ class Cached:
                     signals = self._rounded(item)
                 if signals is None:
                     signals = rounded_signals(item.signals)
-            entry = self._head(signals)
-            entry["reasons"] = list(item.reasons)
-            self._entry = entry
+            self._entry = new_entry(item, signals)
         return self._entry
 
     @property
@@ -158,7 +161,7 @@ class Cached:
             if not self.has_detail:
                 self._bare = self.entry
             else:
-                bare = self._head()
+                bare = entry_head(self.item, None)
                 bare["reasons"] = []
                 self._bare = bare
         return self._bare

@@ -12,12 +12,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from mco_py.analysis.report_size import Fitted, fit_report
 from mco_py.analysis.rules import DetectionRules
 from mco_py.analysis.samples import InvalidSample, check_head, check_sample
 from mco_py.analysis.scoring import LevelChange, Scorer
-from mco_py.analysis.status import StatusCache
+from mco_py.analysis.status import StatusCache, envelope
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.model import Sample
 from mco_py.rpc import codec
@@ -214,18 +215,24 @@ class Engine:
         # walk the whole scorer state (≈ 40 % of the build at 10,000 nodes). Nothing built
         # here forms a cycle, so collecting is postponed until the build is done.
         with _gc_paused():
-            rounded: list[dict[str, float] | None] = []  # the signals as the report shows them, per node
             with self._lock:
-                # with a size budget most nodes lose their detail: reasons formatted only for those keeping it
-                report, forgotten = self._scorer.report(
-                    now, identity=self.identity, lazy_reasons=bool(self.status_budget), rounded=rounded
-                )
+                if self.status_budget:
+                    # most nodes lose their detail: reasons formatted only for those keeping it
+                    rounded: list[dict[str, float] | None] = []  # the signals as the report shows them
+                    report, forgotten = self._scorer.report(
+                        now, identity=self.identity, lazy_reasons=True, rounded=rounded
+                    )
+                else:  # every node's entry as it is, kept by the scorer with the node's assessment
+                    entries: list[dict[str, Any]] = []
+                    report, forgotten = self._scorer.report(now, identity=self.identity, entries=entries)
                 for name in forgotten:
                     self._last_time.pop(name, None)
             if self.status_budget:
                 fitted = fit_report(report, self.status_budget, cache=self._status, rounded=rounded)
             else:
-                fitted = Fitted(report, 0, status=self._status.build(report, rounded))
+                status = envelope(report)
+                status["nodes"] = entries
+                fitted = Fitted(report, 0, status=status)
         self.metrics.generation.observe(time.perf_counter() - started)
         self.metrics.publish_nodes(report.nodes)
         self.metrics.detail_dropped.set(fitted.detail_dropped)

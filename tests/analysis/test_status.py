@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from mco_py.analysis.report_size import encoded_size, fit_report
 from mco_py.analysis.rules import DetectionRules, Hysteresis, Smoothing, Staleness, default_rules
 from mco_py.analysis.scoring import _PERCENTS, Scorer
-from mco_py.analysis.status import StatusCache, fast_format_time
+from mco_py.analysis.status import StatusCache, envelope, fast_format_time
 from mco_py.model import (
     ROUNDER,
     SIGNAL_NAMES,
@@ -164,14 +164,22 @@ def test_cached_build_with_lazy_reasons_equals_from_scratch(ops: list[tuple[Any,
 @settings(max_examples=150, deadline=None)
 @given(ops=operations)
 def test_cached_build_with_the_rounded_values_listed_equals_from_scratch(ops: list[tuple[Any, ...]]) -> None:
-    """As the analyzer builds in standalone mode: the rounded signals handed over in a list by the scorer."""
+    """The rounded signals handed over in a list by the scorer."""
     _cached_build_equals_from_scratch(ops, hinted=False, listed=True)
 
 
+@settings(max_examples=150, deadline=None)
+@given(ops=operations)
+def test_entries_kept_by_the_scorer_equal_from_scratch(ops: list[tuple[Any, ...]]) -> None:
+    """As the analyzer builds in standalone mode: every entry from the scorer, kept with the node's assessment."""
+    _cached_build_equals_from_scratch(ops, hinted=False, entries=True)
+
+
 def _cached_build_equals_from_scratch(
-    ops: list[tuple[Any, ...]], *, hinted: bool, lazy: bool = False, listed: bool = False
+    ops: list[tuple[Any, ...]], *, hinted: bool, lazy: bool = False, listed: bool = False, entries: bool = False
 ) -> None:
-    """``lazy``: lazy reasons and the rounded signals listed; ``listed``: the rounded signals listed."""
+    """``lazy``: lazy reasons and the rounded signals listed; ``listed``: the rounded signals listed;
+    ``entries``: the unbudgeted status from the entries :meth:`Scorer.report` lists (no :class:`StatusCache`)."""
     listed = listed or lazy
     rule_sets = {
         "default": dataclasses.replace(default_rules(), staleness=Staleness(60.0, 600.0)),
@@ -202,13 +210,18 @@ def _cached_build_equals_from_scratch(
             budget: int | str | None = op[1]
             scratch.drop_kept_assessments()  # a build from scratch
             rounded: list[dict[str, float] | None] | None = [] if listed else None
-            report, gone = cached.report(now, identity="a", lazy_reasons=lazy, rounded=rounded)
+            listed_entries: list[dict[str, Any]] | None = [] if entries else None
+            report, gone = cached.report(now, identity="a", lazy_reasons=lazy, rounded=rounded, entries=listed_entries)
             reference_report, reference_gone = scratch.report(now, identity="a")
             assert gone == reference_gone
             if not lazy:  # (lazily: compared after the build, so the build reads the reasons first)
                 assert report == reference_report
             if isinstance(budget, str):  # the edges: around the full size and the 32-byte margin
                 budget = encoded_size(report_to_status(reference_report)) + int(budget)
+            if listed_entries is not None:  # whatever the budget
+                status = envelope(report)
+                status["nodes"] = listed_entries
+                assert _dump(status) == _dump(report_to_status(reference_report))
             if budget is None:
                 assert _dump(cache.build(report, rounded)) == _dump(report_to_status(reference_report))
             else:
