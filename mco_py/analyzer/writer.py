@@ -4,6 +4,9 @@ Followers build it too (their per-node metrics stay right and their state warm) 
 not write. A failed write is counted and logged once per kind of failure; scoring goes
 on regardless and the next interval writes the current state (catching up after an
 API outage).
+
+The previous report is kept until the new one is written: releasing tens of thousands of
+entries (10-20 ms at 10,000 nodes) then comes after the write, not between the build and it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from mco_py.analysis.report_size import Fitted
 from mco_py.analyzer.engine import Engine
 from mco_py.errors import ReportError
 from mco_py.obs.logging import OnceFilter
@@ -39,10 +43,18 @@ class ReportLoop:
         self._failing = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._previous: Fitted | None = None
+        """The report of the last tick, released after this tick's write (see the module doc)."""
 
     def tick(self) -> bool:
         """Build the report; write it when leader. Returns True when a report was written."""
         fitted = self.engine.build_report()
+        try:
+            return self._publish(fitted)
+        finally:
+            self._previous = fitted  # the previous one is released here, after the write
+
+    def _publish(self, fitted: Fitted) -> bool:
         leader = self.is_leader()
         self.engine.metrics.leader.set(1 if leader else 0)
         if not leader:
