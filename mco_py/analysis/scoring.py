@@ -668,6 +668,8 @@ class Scorer:
         entries are shared between calls: never mutate them.
         """
         staleness = self._rules.staleness
+        stale_after, forget_after = staleness.stale_after_seconds, staleness.forget_after_seconds
+        quiet = min(stale_after, forget_after)  # one comparison for the usual fresh node
         hints = [] if rounded is None else rounded
         out: list[NodeAssessment] = []
         forgotten: list[str] = []
@@ -675,19 +677,20 @@ class Scorer:
             self._order = sorted(self._nodes.items(), key=itemgetter(0))
         for name, node in self._order:
             silent = now - node.last_seen
-            if silent > staleness.forget_after_seconds:
-                forgotten.append(name)
-                continue
-            if silent > staleness.stale_after_seconds:
-                stale = self._stale(name, node, silent)
-                out.append(stale)
-                hints.append(None)
-                if entries is not None:
-                    entries.append(new_entry(stale, rounded_signals(stale.signals) if stale.signals else None))
-                continue
+            if silent > quiet:
+                if silent > forget_after:
+                    forgotten.append(name)
+                    continue
+                if silent > stale_after:
+                    stale = self._stale(name, node, silent)
+                    out.append(stale)
+                    hints.append(None)
+                    if entries is not None:
+                        entries.append(new_entry(stale, rounded_signals(stale.signals) if stale.signals else None))
+                    continue
             item = node.assessment
             if item is None:
-                item = self._renew(name, node, lazy_reasons=lazy_reasons)
+                item = self._renew(name, node, lazy_reasons)
             out.append(item)
             hints.append(node.kept_rounded)  # item is node.kept_item
             if entries is not None:
@@ -701,7 +704,7 @@ class Scorer:
             self._order = None
         return out, forgotten
 
-    def _renew(self, name: str, node: _Node, *, lazy_reasons: bool) -> NodeAssessment:
+    def _renew(self, name: str, node: _Node, lazy_reasons: bool) -> NodeAssessment:
         """The fresh assessment of ``node`` after a sample or a rules change; kept on the node (for :meth:`assess`)."""
         item: NodeAssessment
         if node.scorable and node.rank >= 0:
