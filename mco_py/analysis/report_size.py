@@ -18,8 +18,8 @@ from typing import Any
 
 import msgspec
 
-from mco_py.analysis.status import Cached, StatusCache, envelope, summary
-from mco_py.model import Level, Report
+from mco_py.analysis.status import Cached, StatusCache, bare_entry, envelope, has_detail, new_assessment, summary
+from mco_py.model import Level, NodeAssessment, Report
 
 #: etcd's default request size limit.
 ETCD_REQUEST_LIMIT = 1_572_864
@@ -95,12 +95,12 @@ class Fitted:
         return report
 
 
-def _rest(records: list[Cached], indexes: list[int], sized: Callable[[object], int], room: int) -> int:
-    """Detail bytes of ``records[indexes]`` if they fit in ``room`` together (the whole report may still fit
-    without the margin), else -1 — found out without sizing every record when they do not."""
+def _rest(record: Callable[[int], Cached], indexes: list[int], sized: Callable[[object], int], room: int) -> int:
+    """Detail bytes of the records of ``indexes`` if they fit in ``room`` together (the whole report may
+    still fit without the margin), else -1 — found out without sizing every record when they do not."""
     total = 0
     for i in indexes:
-        total += records[i].detail(sized)
+        total += record(i).detail(sized)
         if total > room:
             return -1
     return total
@@ -112,64 +112,90 @@ def fit_report(
     *,
     cache: StatusCache | None = None,
     rounded: Sequence[dict[str, float] | None] | None = None,
+    bare: Sequence[dict[str, Any]] | None = None,
 ) -> Fitted:
     """``report`` unchanged when its status fits ``budget`` bytes, else with detail stripped.
 
-    With ``cache`` the entries of unchanged assessments, their sizes and their stripped
-    forms are reused from earlier calls (same result as without). ``rounded``: as for
-    :meth:`StatusCache.records`.
+    With ``cache`` the full entries and detail sizes of unchanged assessments are reused from
+    earlier calls (same result as without). ``rounded``: as for :meth:`StatusCache.records`.
+    ``bare``: ``bare_entry(item)`` of each item of ``report.nodes``, in order, when the caller
+    has them (:meth:`~mco_py.analysis.scoring.Scorer.assess` keeps them); else made here.
 
     Equivalent to stripping in sacrifice order until the size fits, but computed from the
     other end: start from every entry stripped and give the detail back to the most
-    important nodes while it fits, so the signals of nodes whose detail is dropped anyway
-    are never formatted.
+    important nodes while it fits, so the full entries (signals rounded, reasons formatted)
+    of the nodes whose detail is dropped anyway are never made.
     """
     cache = StatusCache() if cache is None else cache
-    records = cache.records(report, rounded)
+    nodes = report.nodes
+    if bare is None:
+        bare = [bare_entry(item) for item in nodes]
+    examined: dict[int, Cached] = {}  # full records, made only for the nodes whose detail is weighed
+
+    def record(i: int) -> Cached:
+        rec = examined.get(i)
+        if rec is None:
+            rec = examined[i] = cache.record(nodes[i], None if rounded is None else rounded[i])
+        return rec
+
     head = envelope(report)
     margin = 32  # the summary grows by a few digits at most
     # size with every detail stripped (compact JSON: bare entries joined by commas)
-    size = encoded_size({**head, "nodes": [rec.bare_entry for rec in records]})
-    nodes = list(report.nodes)
+    size = encoded_size({**head, "nodes": bare})
     rank = _STRIP_RANK_BY_TEXT  # by level text: hashing an enum member runs Python code
     keys = [(rank[item.level._value_], item.score, item.name) for item in nodes]
     order = sorted(range(len(nodes)), key=keys.__getitem__)
-    keep = [not rec.has_detail for rec in records]
+    detailed = [has_detail(item) for item in nodes]
+    keep = [not d for d in detailed]  # entries shown in full (without detail the bare one is the full one)
     pending = 0  # detail bytes of the records not kept
-    with_detail = [i for i in reversed(order) if records[i].has_detail]
+    with_detail = [i for i in reversed(order) if detailed[i]]
     for k, i in enumerate(with_detail):
-        detail = records[i].detail(encoded_size)
+        detail = record(i).detail(encoded_size)
         if size + detail + margin > budget:
-            pending = _rest(records, with_detail[k:], encoded_size, budget - size)
+            pending = _rest(record, with_detail[k:], encoded_size, budget - size)
             break
         size += detail
         keep[i] = True
     full = size + pending if pending >= 0 else -1
     if 0 <= full <= budget:
-        return Fitted(report, full, status={**head, "nodes": [rec.entry for rec in records]})
-    entries = [rec.entry if keep[i] else rec.bare_entry for i, rec in enumerate(records)]
+        status = {**head, "nodes": [record(i).entry if d else bare[i] for i, d in enumerate(detailed)]}
+        cache.end_round()
+        return Fitted(report, full, status=status)
+    cache.end_round()
+    entries = [examined[i].entry if k and d else bare[i] for i, (k, d) in enumerate(zip(keep, detailed, strict=True))]
     stripped = len(keep) - sum(keep)
     dropped: list[str] = []
     kept: list[bool] | None = None
     if size + margin > budget:
-        kept = [True] * len(nodes)
-        for i in order:
-            if size + margin <= budget:
-                break
-            kept[i] = False
-            size -= encoded_size(entries[i]) + 1
-            dropped.append(nodes[i].name)
-        nodes = [n for n, k in zip(nodes, kept, strict=True) if k]
+        kept, size = _leave_out(order, entries, size, budget - margin)
+        dropped = [nodes[i].name for i in order if not kept[i]]
         entries = [e for e, k in zip(entries, kept, strict=True) if k]
-        counts = summary(nodes, stripped)
+        counts = summary([n for n, k in zip(nodes, kept, strict=True) if k], stripped)
     else:  # every node stays: the envelope's counts, with the stripped ones
         counts = {**head["summary"], "detailDropped": stripped}
     status = {**head, "summary": counts, "nodes": entries}
 
     def fitted() -> Report:  # the stripped assessments (same levels, names and order as the entries)
-        items = [rec.item if keep[i] else rec.bare_item() for i, rec in enumerate(records)]
+        items = [item if keep[i] else _stripped(item) for i, item in enumerate(nodes)]
         if kept is not None:
             items = [n for n, k in zip(items, kept, strict=True) if k]
         return dataclasses.replace(report, nodes=tuple(items), detail_dropped=stripped)
 
     return Fitted.deferred(fitted, size + len(str(stripped)), tuple(dropped), status, stripped)
+
+
+def _leave_out(order: list[int], entries: list[dict[str, Any]], size: int, limit: int) -> tuple[list[bool], int]:
+    """Which entries stay when whole ones are left out in ``order`` until ``size`` is within ``limit``;
+    and the size then."""
+    kept = [True] * len(entries)
+    for i in order:
+        if size <= limit:
+            break
+        kept[i] = False
+        size -= encoded_size(entries[i]) + 1
+    return kept, size
+
+
+def _stripped(item: NodeAssessment) -> NodeAssessment:
+    """``item`` without signals and reasons."""
+    return new_assessment(item.name, item.level, item.score, last_sample_time=item.last_sample_time)

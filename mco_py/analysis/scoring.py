@@ -33,7 +33,7 @@ from operator import itemgetter
 from typing import Any
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
-from mco_py.analysis.status import fast_format_time, new_assessment, new_entry, rounded_signals
+from mco_py.analysis.status import bare_entry, fast_format_time, new_assessment, new_entry, rounded_signals
 from mco_py.model import (
     ROUND_LIMIT,
     ROUNDER,
@@ -366,6 +366,7 @@ class _Node:
         "changed_how",
         "ewma",
         "history",
+        "kept_bare",
         "kept_entry",
         "kept_item",
         "kept_rounded",
@@ -393,6 +394,8 @@ class _Node:
         only by :meth:`Scorer.assess`, so the report thread reads them while ingest goes on)."""
         self.kept_entry: dict[str, Any] | None = None
         """The status entry of ``kept_item`` once :meth:`Scorer.assess` was asked for entries."""
+        self.kept_bare: dict[str, Any] | None = None
+        """The bare status entry of ``kept_item`` once :meth:`Scorer.assess` was asked for bare entries."""
         self.absent: Sequence[SignalReading] = ()
         self.unjudged: Sequence[SignalReading] = ()
         self.history: deque[int] = deque(maxlen=history_len)
@@ -405,6 +408,25 @@ class _Node:
         self.changed_how = ""
         self.assessment: NodeAssessment | None = None
         """The fresh (not stale) assessment, kept until the next sample or rules change."""
+
+
+def _entry(item: NodeAssessment, rounded: dict[str, float]) -> dict[str, Any]:
+    """``assessment_to_dict(item)`` given ``rounded = rounded_signals(item.signals)``."""
+    return new_entry(item, rounded if item.signals else None)
+
+
+def _kept_entry(node: _Node, item: NodeAssessment) -> dict[str, Any]:
+    """The status entry of ``item``, the node's kept assessment (made once)."""
+    entry = node.kept_entry
+    if entry is None:
+        entry = node.kept_entry = _entry(item, node.kept_rounded)
+    return entry
+
+
+def _kept_bare(node: _Node, item: NodeAssessment) -> dict[str, Any]:
+    """The bare status entry of ``item``, the node's kept assessment (made once)."""
+    entry = node.kept_bare = bare_entry(item)
+    return entry
 
 
 class Scorer:
@@ -650,6 +672,7 @@ class Scorer:
         lazy_reasons: bool = False,
         rounded: list[dict[str, float] | None] | None = None,
         entries: list[dict[str, Any]] | None = None,
+        detail: bool = True,
     ) -> tuple[list[NodeAssessment], list[str]]:
         """Every node's assessment at ``now`` (sorted by name), and the names forgotten just now.
 
@@ -665,7 +688,8 @@ class Scorer:
         ``entries``: when given, each item's status entry (``assessment_to_dict(item)``) is appended, in
         order; a node's entry is kept with its assessment, so unchanged nodes cost a lookup (the
         standalone report, which shows every node's detail, needs no other record per node). The
-        entries are shared between calls: never mutate them.
+        entries are shared between calls: never mutate them. ``detail=False``: the bare entries
+        (``bare_entry(item)``) instead, for the size fit (:func:`~mco_py.analysis.report_size.fit_report`).
         """
         staleness = self._rules.staleness
         stale_after, forget_after = staleness.stale_after_seconds, staleness.forget_after_seconds
@@ -686,7 +710,7 @@ class Scorer:
                     out.append(stale)
                     hints.append(None)
                     if entries is not None:
-                        entries.append(new_entry(stale, rounded_signals(stale.signals) if stale.signals else None))
+                        entries.append(_entry(stale, rounded_signals(stale.signals)) if detail else bare_entry(stale))
                     continue
             item = node.assessment
             if item is None:
@@ -694,10 +718,7 @@ class Scorer:
             out.append(item)
             hints.append(node.kept_rounded)  # item is node.kept_item
             if entries is not None:
-                entry = node.kept_entry
-                if entry is None:
-                    entry = node.kept_entry = new_entry(item, node.kept_rounded if item.signals else None)
-                entries.append(entry)
+                entries.append(_kept_entry(node, item) if detail else (node.kept_bare or _kept_bare(node, item)))
         for name in forgotten:
             del self._nodes[name]
         if forgotten:
@@ -735,7 +756,7 @@ class Scorer:
         node.assessment = item
         node.kept_item = item
         node.kept_rounded = node.rounded
-        node.kept_entry = None
+        node.kept_entry = node.kept_bare = None
         return item
 
     def report(
@@ -746,10 +767,11 @@ class Scorer:
         lazy_reasons: bool = False,
         rounded: list[dict[str, float] | None] | None = None,
         entries: list[dict[str, Any]] | None = None,
+        detail: bool = True,
     ) -> tuple[Report, list[str]]:
         """The report at ``now`` and the names forgotten while building it (``lazy_reasons``, ``rounded``,
-        ``entries``: as for :meth:`assess`)."""
-        nodes, forgotten = self.assess(now, lazy_reasons=lazy_reasons, rounded=rounded, entries=entries)
+        ``entries``, ``detail``: as for :meth:`assess`)."""
+        nodes, forgotten = self.assess(now, lazy_reasons=lazy_reasons, rounded=rounded, entries=entries, detail=detail)
         return Report(
             last_update_time=now,
             analyzer_identity=identity,

@@ -115,14 +115,28 @@ def new_entry(item: NodeAssessment, signals: dict[str, float] | None) -> dict[st
     return out
 
 
+def bare_entry(item: NodeAssessment) -> dict[str, Any]:
+    """The entry of ``item`` without signals and reasons (the size fit's stripped entry; the full
+    entry when ``item`` has no detail). May be shared between reports: never mutate it."""
+    out = entry_head(item, None)
+    out["reasons"] = []
+    return out
+
+
+def has_detail(item: NodeAssessment) -> bool:
+    """True when the entry of ``item`` has signals or reasons to strip (signals read first: the
+    reasons may be formatted on read)."""
+    return bool(item.signals or item.reasons)
+
+
 Rounded = Callable[[NodeAssessment], dict[str, float] | None]
 """Gives ``rounded_signals(item.signals)`` when it has it at hand, else None."""
 
 
 class Cached:
-    """One node's entry built from ``item`` on demand, plus its stripped form and sizes (for the size fitting)."""
+    """One node's full entry built from ``item`` on demand, and its detail size (for the size fitting)."""
 
-    __slots__ = ("_bare", "_bare_item", "_detail", "_entry", "_rounded", "_signals", "has_detail", "item")
+    __slots__ = ("_detail", "_entry", "_rounded", "_signals", "has_detail", "item")
 
     def __init__(
         self, item: NodeAssessment, rounded: Rounded | None = None, signals: dict[str, float] | None = None
@@ -133,10 +147,8 @@ class Cached:
         self._signals = signals
         """``rounded_signals(item.signals)`` when known beforehand, else None."""
         self._entry: dict[str, Any] | None = None
-        self._bare: dict[str, Any] | None = None
-        self._bare_item: NodeAssessment | None = None
         self._detail = -1
-        self.has_detail = bool(item.signals or item.reasons)  # signals first: reasons may be formatted on read
+        self.has_detail = has_detail(item)
         """True when the entry has signals or reasons to strip."""
 
     @property
@@ -153,30 +165,6 @@ class Cached:
                     signals = rounded_signals(item.signals)
             self._entry = new_entry(item, signals)
         return self._entry
-
-    @property
-    def bare_entry(self) -> dict[str, Any]:
-        """The entry without signals and reasons (the full one when there is no detail)."""
-        if self._bare is None:
-            if not self.has_detail:
-                self._bare = self.entry
-            else:
-                bare = entry_head(self.item, None)
-                bare["reasons"] = []
-                self._bare = bare
-        return self._bare
-
-    def bare_item(self) -> NodeAssessment:
-        """The assessment without signals and reasons (made once per record when there was detail)."""
-        if self._bare_item is None:
-            item = self.item
-            if not self.has_detail:
-                self._bare_item = item
-            else:
-                self._bare_item = new_assessment(
-                    item.name, item.level, item.score, last_sample_time=item.last_sample_time
-                )
-        return self._bare_item
 
     def detail(self, encoded_size: Callable[[object], int]) -> int:
         """Encoded bytes the detail adds to the entry (0 without detail)."""
@@ -226,8 +214,23 @@ class StatusCache:
         """Gives ``rounded_signals(item.signals)`` when it has it at hand, else None
         (:meth:`~mco_py.analysis.scoring.Scorer.rounded_signals`)."""
         self._by_name: dict[str, Cached] = {}
+        self._used: dict[str, Cached] = {}
         self.rebuilt = 0
-        """Records made anew (not reused) by the last call."""
+        """Records made anew (not reused) by the last :meth:`records` call."""
+
+    def record(self, item: NodeAssessment, signals: dict[str, float] | None = None) -> Cached:
+        """The record of ``item``, reused when it was kept for the very same assessment; kept for
+        the next round only if asked for in this one (see :meth:`end_round`). ``signals``: as for
+        :class:`Cached`. Call at most once per item and round."""
+        rec = self._by_name.get(item.name)
+        if rec is None or rec.item is not item:
+            rec = Cached(item, self._rounded, signals)
+        self._used[item.name] = rec
+        return rec
+
+    def end_round(self) -> None:
+        """Keep the records asked for by :meth:`record` since the last call; forget the others."""
+        self._by_name, self._used = self._used, {}
 
     def records(self, report: Report, rounded: Sequence[dict[str, float] | None] | None = None) -> list[Cached]:
         """One record per ``report.nodes`` item, in order; entries are built only when asked for.

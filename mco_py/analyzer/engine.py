@@ -216,19 +216,20 @@ class Engine:
         # here forms a cycle, so collecting is postponed until the build is done.
         with _gc_paused():
             with self._lock:
+                # each node's entry (full, or bare for the size fit) is kept by the scorer with its assessment
+                entries: list[dict[str, Any]] = []
                 if self.status_budget:
                     # most nodes lose their detail: reasons formatted only for those keeping it
                     rounded: list[dict[str, float] | None] = []  # the signals as the report shows them
                     report, forgotten = self._scorer.report(
-                        now, identity=self.identity, lazy_reasons=True, rounded=rounded
+                        now, identity=self.identity, lazy_reasons=True, rounded=rounded, entries=entries, detail=False
                     )
-                else:  # every node's entry as it is, kept by the scorer with the node's assessment
-                    entries: list[dict[str, Any]] = []
+                else:
                     report, forgotten = self._scorer.report(now, identity=self.identity, entries=entries)
                 for name in forgotten:
                     self._last_time.pop(name, None)
             if self.status_budget:
-                fitted = fit_report(report, self.status_budget, cache=self._status, rounded=rounded)
+                fitted = fit_report(report, self.status_budget, cache=self._status, rounded=rounded, bare=entries)
             else:
                 status = envelope(report)
                 status["nodes"] = entries

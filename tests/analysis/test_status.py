@@ -175,11 +175,25 @@ def test_entries_kept_by_the_scorer_equal_from_scratch(ops: list[tuple[Any, ...]
     _cached_build_equals_from_scratch(ops, hinted=False, entries=True)
 
 
+@settings(max_examples=150, deadline=None)
+@given(ops=operations)
+def test_fit_with_bare_entries_kept_by_the_scorer_equals_from_scratch(ops: list[tuple[Any, ...]]) -> None:
+    """As the analyzer builds in cluster mode: lazy reasons, rounded signals and bare entries listed by the scorer."""
+    _cached_build_equals_from_scratch(ops, hinted=False, lazy=True, bare=True)
+
+
 def _cached_build_equals_from_scratch(
-    ops: list[tuple[Any, ...]], *, hinted: bool, lazy: bool = False, listed: bool = False, entries: bool = False
+    ops: list[tuple[Any, ...]],
+    *,
+    hinted: bool,
+    lazy: bool = False,
+    listed: bool = False,
+    entries: bool = False,
+    bare: bool = False,
 ) -> None:
     """``lazy``: lazy reasons and the rounded signals listed; ``listed``: the rounded signals listed;
-    ``entries``: the unbudgeted status from the entries :meth:`Scorer.report` lists (no :class:`StatusCache`)."""
+    ``entries``: the unbudgeted status from the entries :meth:`Scorer.report` lists (no :class:`StatusCache`);
+    ``bare``: the bare entries listed by :meth:`Scorer.report` and handed to the size fit."""
     listed = listed or lazy
     rule_sets = {
         "default": dataclasses.replace(default_rules(), staleness=Staleness(60.0, 600.0)),
@@ -210,22 +224,28 @@ def _cached_build_equals_from_scratch(
             budget: int | str | None = op[1]
             scratch.drop_kept_assessments()  # a build from scratch
             rounded: list[dict[str, float] | None] | None = [] if listed else None
-            listed_entries: list[dict[str, Any]] | None = [] if entries else None
-            report, gone = cached.report(now, identity="a", lazy_reasons=lazy, rounded=rounded, entries=listed_entries)
+            listed_entries: list[dict[str, Any]] | None = [] if entries or bare else None
+            report, gone = cached.report(
+                now, identity="a", lazy_reasons=lazy, rounded=rounded, entries=listed_entries, detail=not bare
+            )
             reference_report, reference_gone = scratch.report(now, identity="a")
             assert gone == reference_gone
             if not lazy:  # (lazily: compared after the build, so the build reads the reasons first)
                 assert report == reference_report
             if isinstance(budget, str):  # the edges: around the full size and the 32-byte margin
                 budget = encoded_size(report_to_status(reference_report)) + int(budget)
-            if listed_entries is not None:  # whatever the budget
+            if bare:
+                assert listed_entries == [
+                    assessment_to_dict(dataclasses.replace(n, signals={}, reasons=())) for n in reference_report.nodes
+                ]
+            elif listed_entries is not None:  # whatever the budget
                 status = envelope(report)
                 status["nodes"] = listed_entries
                 assert _dump(status) == _dump(report_to_status(reference_report))
             if budget is None:
                 assert _dump(cache.build(report, rounded)) == _dump(report_to_status(reference_report))
             else:
-                fitted = fit_report(report, budget, cache=cache, rounded=rounded)
+                fitted = fit_report(report, budget, cache=cache, rounded=rounded, bare=listed_entries if bare else None)
                 ref_report, ref_size, ref_dropped, ref_status = _reference_fit(reference_report, budget)
                 assert fitted.report == ref_report
                 assert _dump(fitted.status) == _dump(ref_status)
