@@ -13,7 +13,8 @@ Stripped nodes are counted in ``Report.detail_dropped``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -95,7 +96,32 @@ class Fitted:
         return report
 
 
-def _rest(record: Callable[[int], Cached], indexes: list[int], sized: Callable[[object], int], room: int) -> int:
+class _SacrificeOrder:
+    """Node indexes in sacrifice order (level as :data:`_STRIP_ORDER`, then score, then name), each
+    level sorted only when reached: the fit walks from the most important end and usually stops
+    within the first levels, so the thousands of None nodes are seldom sorted."""
+
+    def __init__(self, nodes: Sequence[NodeAssessment]) -> None:
+        self._nodes = nodes
+        self._levels: list[list[int]] = [[] for _ in _STRIP_ORDER]
+        levels, rank = self._levels, _STRIP_RANK_BY_TEXT  # by level text: hashing an enum member runs Python code
+        for i, item in enumerate(nodes):
+            levels[rank[item.level._value_]].append(i)
+
+    def _sorted(self, indexes: list[int]) -> list[int]:
+        nodes = self._nodes
+        return sorted(indexes, key=lambda i: (nodes[i].score, nodes[i].name))
+
+    def most_important_first(self) -> Iterator[int]:
+        for indexes in reversed(self._levels):
+            yield from reversed(self._sorted(indexes))
+
+    def least_important_first(self) -> Iterator[int]:
+        for indexes in self._levels:
+            yield from self._sorted(indexes)
+
+
+def _rest(record: Callable[[int], Cached], indexes: Iterable[int], sized: Callable[[object], int], room: int) -> int:
     """Detail bytes of the records of ``indexes`` if they fit in ``room`` together (the whole report may
     still fit without the margin), else -1 — found out without sizing every record when they do not."""
     total = 0
@@ -142,17 +168,15 @@ def fit_report(
     margin = 32  # the summary grows by a few digits at most
     # size with every detail stripped (compact JSON: bare entries joined by commas)
     size = encoded_size({**head, "nodes": bare})
-    rank = _STRIP_RANK_BY_TEXT  # by level text: hashing an enum member runs Python code
-    keys = [(rank[item.level._value_], item.score, item.name) for item in nodes]
-    order = sorted(range(len(nodes)), key=keys.__getitem__)
+    order = _SacrificeOrder(nodes)
     detailed = [has_detail(item) for item in nodes]
     keep = [not d for d in detailed]  # entries shown in full (without detail the bare one is the full one)
     pending = 0  # detail bytes of the records not kept
-    with_detail = [i for i in reversed(order) if detailed[i]]
-    for k, i in enumerate(with_detail):
+    with_detail = (i for i in order.most_important_first() if detailed[i])
+    for i in with_detail:
         detail = record(i).detail(encoded_size)
         if size + detail + margin > budget:
-            pending = _rest(record, with_detail[k:], encoded_size, budget - size)
+            pending = _rest(record, itertools.chain((i,), with_detail), encoded_size, budget - size)
             break
         size += detail
         keep[i] = True
@@ -167,8 +191,9 @@ def fit_report(
     dropped: list[str] = []
     kept: list[bool] | None = None
     if size + margin > budget:
-        kept, size = _leave_out(order, entries, size, budget - margin)
-        dropped = [nodes[i].name for i in order if not kept[i]]
+        least_first = list(order.least_important_first())
+        kept, size = _leave_out(least_first, entries, size, budget - margin)
+        dropped = [nodes[i].name for i in least_first if not kept[i]]
         entries = [e for e, k in zip(entries, kept, strict=True) if k]
         counts = summary([n for n, k in zip(nodes, kept, strict=True) if k], stripped)
     else:  # every node stays: the envelope's counts, with the stripped ones
