@@ -410,22 +410,15 @@ class _Node:
         """The fresh (not stale) assessment, kept until the next sample or rules change."""
 
 
-def _entry(item: NodeAssessment, rounded: dict[str, float]) -> dict[str, Any]:
-    """``assessment_to_dict(item)`` given ``rounded = rounded_signals(item.signals)``."""
-    return new_entry(item, rounded if item.signals else None)
-
-
 def _kept_entry(node: _Node, item: NodeAssessment) -> dict[str, Any]:
-    """The status entry of ``item``, the node's kept assessment (made once)."""
-    entry = node.kept_entry
-    if entry is None:
-        entry = node.kept_entry = _entry(item, node.kept_rounded)
+    """The status entry of ``item``, the node's kept assessment (made once: see :meth:`Scorer.assess`)."""
+    entry = node.kept_entry = new_entry(item, node.kept_rounded if item.signals else None)
     return entry
 
 
 def _kept_bare(node: _Node, item: NodeAssessment) -> dict[str, Any]:
     """The bare status entry of ``item``, the node's kept assessment (made once)."""
-    entry = node.kept_bare = bare_entry(item)
+    entry = node.kept_bare = new_entry(item, None, [])  # bare_entry(item)
     return entry
 
 
@@ -710,7 +703,8 @@ class Scorer:
                     out.append(stale)
                     hints.append(None)
                     if entries is not None:
-                        entries.append(_entry(stale, rounded_signals(stale.signals)) if detail else bare_entry(stale))
+                        signals = rounded_signals(stale.signals) if stale.signals else None
+                        entries.append(new_entry(stale, signals) if detail else bare_entry(stale))
                     continue
             item = node.assessment
             if item is None:
@@ -718,7 +712,10 @@ class Scorer:
             out.append(item)
             hints.append(node.kept_rounded)  # item is node.kept_item
             if entries is not None:
-                entries.append(_kept_entry(node, item) if detail else (node.kept_bare or _kept_bare(node, item)))
+                if detail:
+                    entries.append(node.kept_entry or _kept_entry(node, item))
+                else:
+                    entries.append(node.kept_bare or _kept_bare(node, item))
         for name in forgotten:
             del self._nodes[name]
         if forgotten:

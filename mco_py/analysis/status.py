@@ -89,8 +89,12 @@ def rounded_signals(signals: Mapping[str, float]) -> dict[str, float]:
     return {k: round_to(v, 1e4) for k, v in signals.items() if isfinite(v)}
 
 
-def entry_head(item: NodeAssessment, signals: dict[str, float] | None) -> dict[str, Any]:
-    """A new entry without reasons: name, level, score, ``signals`` (already rounded) when given, lastSampleTime."""
+def new_entry(
+    item: NodeAssessment, signals: dict[str, float] | None, reasons: list[str] | None = None
+) -> dict[str, Any]:
+    """``assessment_to_dict(item)``, given ``signals = rounded_signals(item.signals)`` (None when
+    ``item.signals`` is empty); ``reasons``: ``list(item.reasons)`` unless given. The result may be
+    shared between reports: never mutate it."""
     score = item.score * 100.0
     out: dict[str, Any] = {
         "name": item.name,
@@ -104,23 +108,14 @@ def entry_head(item: NodeAssessment, signals: dict[str, float] | None) -> dict[s
         out["signals"] = signals
     if item.last_sample_time is not None:
         out["lastSampleTime"] = fast_format_time(item.last_sample_time)
-    return out
-
-
-def new_entry(item: NodeAssessment, signals: dict[str, float] | None) -> dict[str, Any]:
-    """``assessment_to_dict(item)``, given ``signals = rounded_signals(item.signals)`` (None when
-    ``item.signals`` is empty). The result may be shared between reports: never mutate it."""
-    out = entry_head(item, signals)
-    out["reasons"] = list(item.reasons)
+    out["reasons"] = list(item.reasons) if reasons is None else reasons
     return out
 
 
 def bare_entry(item: NodeAssessment) -> dict[str, Any]:
     """The entry of ``item`` without signals and reasons (the size fit's stripped entry; the full
     entry when ``item`` has no detail). May be shared between reports: never mutate it."""
-    out = entry_head(item, None)
-    out["reasons"] = []
-    return out
+    return new_entry(item, None, [])
 
 
 def has_detail(item: NodeAssessment) -> bool:
