@@ -130,8 +130,11 @@ class _RuleTexts:
         "calm",
         "critical",
         "critical_line",
+        "critical_tail",
+        "critical_value",
         "rule",
         "span",
+        "warn",
         "weight",
         "weight_line",
     )
@@ -147,6 +150,9 @@ class _RuleTexts:
         self.critical_line = f" {self.critical} (sub-score "
         self.between_line = f" {self.between} (sub-score "
         self.weight_line = f", weight {self.weight})"
+        self.critical_tail = f"{self.critical_line}100{self.weight_line}"  # the sub-score at critical is 100
+        self.warn = rule.warn
+        self.critical_value = rule.critical
 
 
 def _rule_texts(rules: DetectionRules) -> dict[str, _RuleTexts]:
@@ -172,25 +178,21 @@ def _signal_specs(rules: DetectionRules) -> dict[str, _Spec]:
 
 def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -> list[str]:
     """``Contribution.describe()`` of the scored signals above warn, worst first (same as ``_hot``)."""
-    hot: list[tuple[float, str, float, str, str]] = []
+    hot: list[tuple[float, str]] = []
+    percents = _PERCENTS
     for name, value in values.items():
         text = texts.get(name)
-        if text is None:
+        if text is None or value <= text.warn:
             continue
-        rule = text.rule
-        if value <= rule.warn:
-            continue
-        if value >= rule.critical:
-            hot.append((100.0, name, value, text.critical_line, text.weight_line))
+        if value >= text.critical_value:
+            hot.append((100.0, f"{name}={value:.4g}{text.critical_tail}"))
         else:
-            hot.append((100.0 * (value - rule.warn) / text.span, name, value, text.between_line, text.weight_line))
-    hot.sort(key=itemgetter(0), reverse=True)
-    percents = _PERCENTS
-    return [
-        f"{name}={value:.4g}{where}{percents[int(sub + ROUNDER - ROUNDER)] if 0.0 <= sub <= 100.0 else f'{sub:.0f}'}"
-        f"{weight}"
-        for sub, name, value, where, weight in hot
-    ]
+            sub = 100.0 * (value - text.warn) / text.span
+            pct = percents[int(sub + ROUNDER - ROUNDER)] if 0.0 <= sub <= 100.0 else f"{sub:.0f}"
+            hot.append((sub, f"{name}={value:.4g}{text.between_line}{pct}{text.weight_line}"))
+    if len(hot) > 1:
+        hot.sort(key=itemgetter(0), reverse=True)  # stable: ties keep the order of ``values``
+    return [line for _, line in hot]
 
 
 def score_signals(values: Mapping[str, float], rules: DetectionRules) -> tuple[float | None, list[Contribution]]:
@@ -268,7 +270,8 @@ def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
                 f"({changed_how}); score {score:.1f} now (raw level {_RANK_TEXT[raw]})"
             )
         out += _hot_reasons(values, texts)
-        out.extend(_unjudged(r, rules) for r in unjudged)
+        if unjudged:
+            out.extend(_unjudged(r, rules) for r in unjudged)
     if len(out) > MAX_REASONS:
         del out[MAX_REASONS:]
     if max(map(len, out), default=0) <= MAX_REASON_CHARS:
