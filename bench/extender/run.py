@@ -66,14 +66,15 @@ def write_report(path: Path) -> None:
     FileReportStore(path).write(Report(time.time(), "bench", "1", tuple(nodes)))
 
 
-def start_server(config: Path, decoder: str) -> tuple[subprocess.Popen[str], int]:
+def start_server(config: Path, decoder: str, probe: Path | None = None) -> tuple[subprocess.Popen[str], int]:
+    # With ``probe``, bench/extender/memprobe.py runs the same CLI with a memory sampler thread.
+    launcher = [str(Path(__file__).with_name("memprobe.py")), str(probe)] if probe else ["-m", "mco_py.cli"]
     cmd = [
         "taskset",
         "-c",
         "0",
         sys.executable,
-        "-m",
-        "mco_py.cli",
+        *launcher,
         "extender",
         "--config",
         str(config),
@@ -272,8 +273,8 @@ def inprocess(report: Path, files: dict[str, Path], decoders: list[str]) -> None
     os.sched_setaffinity(0, {1})
 
 
-def soak(config: Path, files: dict[str, Path], seconds: int) -> None:
-    proc, port = start_server(config, "msgspec")
+def soak(config: Path, files: dict[str, Path], seconds: int, warmup: float, probe: Path | None) -> None:
+    proc, port = start_server(config, "msgspec", probe)
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
 
@@ -286,9 +287,10 @@ def soak(config: Path, files: dict[str, Path], seconds: int) -> None:
     t = threading.Thread(target=prioritize_loop, daemon=True)
     t.start()
     start = time.monotonic()
+    rates = []
     try:
         while time.monotonic() - start < seconds:
-            wrk(port, files["predicate-730k"], "/volcano/v1.10/predicate", 10)
+            rates.append(wrk(port, files["predicate-730k"], "/volcano/v1.10/predicate", 10)[0])
             samples.append((time.monotonic() - start, rss_mb(proc.pid)[0]))
             print(f"soak t={samples[-1][0]:.0f}s rss={samples[-1][1]:.1f} MB", flush=True)
     finally:
@@ -296,10 +298,24 @@ def soak(config: Path, files: dict[str, Path], seconds: int) -> None:
         t.join(10)
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
-    first = samples[len(samples) // 4][1] if samples else 0
-    print(
-        f"soak {seconds}s: RSS after warm-up {first:.1f} MB, end {samples[-1][1]:.1f} MB, "
-        f"max {max(s[1] for s in samples):.1f} MB"
+    print(soak_verdict(samples, seconds, warmup))
+    print(f"soak 730 KiB predicate req/s (median of the 10 s runs): {statistics.median(rates):.0f}")
+
+
+def soak_verdict(samples: list[tuple[float, float]], seconds: int, warmup: float) -> str:
+    """RSS slope (least squares, MB/min) and drift over the samples after ``warmup`` seconds."""
+    after = [s for s in samples if s[0] >= warmup]
+    if len(after) < 3:
+        return f"soak {seconds}s: too few samples after the {warmup:.0f} s warm-up for a verdict"
+    xs = [s[0] / 60 for s in after]
+    ys = [s[1] for s in after]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return (
+        f"soak {seconds}s: RSS at {after[0][0]:.0f} s (after the {warmup:.0f} s warm-up) {ys[0]:.1f} MB, "
+        f"end {ys[-1]:.1f} MB, drift {ys[-1] - ys[0]:+.1f} MB, range {min(ys):.1f}-{max(ys):.1f} MB, "
+        f"slope {slope:+.3f} MB/min (least squares over {len(after)} samples), max overall "
+        f"{max(s[1] for s in samples):.1f} MB"
     )
 
 
@@ -308,6 +324,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--soak", type=int, default=0, help="soak seconds (0 = skip)")
+    parser.add_argument("--soak-warmup", type=float, default=60, help="soak seconds left out of the verdict")
+    parser.add_argument("--soak-only", action="store_true", help="skip the throughput rounds and the in-process costs")
+    parser.add_argument(
+        "--probe", type=Path, default=None, help="soak server writes memory figures here (JSON lines, memprobe.py)"
+    )
     parser.add_argument("--no-1000", action="store_true", help="skip the 74 MB prioritize")
     parser.add_argument("--decoders", default="msgspec,stdlib")
     args = parser.parse_args()
@@ -323,34 +344,39 @@ def main() -> int:
         config = workdir / "extender.yaml"
         config.write_text(f"reportFile: {report}\ncrStatusTTLSeconds: 86400\n")
         results: dict[str, list[dict[str, float]]] = {d: [] for d in args.decoders.split(",")}
-        for r in range(args.rounds):
+        for r in range(0 if args.soak_only else args.rounds):
             for decoder, rows in results.items():
                 res = one_round(config, files, decoder, args.duration)
                 rows.append(res)
                 print(f"round {r + 1} {decoder}: " + ", ".join(f"{k}={v:.1f}" for k, v in res.items()), flush=True)
-        print("\nsummary (min-max over rounds):")
-        for decoder, rows in results.items():
-            for key in rows[0]:
-                values = [row[key] for row in rows if key in row]
-                print(f"  {decoder:8s} {key:12s} {min(values):10.1f} - {max(values):10.1f}")
-        if "msgspec" in results and "stdlib" in results:
-            for key in ("p64_rps", "p730_rps"):
-                ratios = [a[key] / b[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
-                print(f"  ratio msgspec/stdlib {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
-            for key in ("p64_cpu_us", "p730_cpu_us"):
-                ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
-                print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
-            for key in ("prio100_ms", "prio1000_ms"):
-                if key in results["msgspec"][0]:
-                    ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
-                    print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
-        print(f"load average after the HTTP rounds: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-        inprocess(report, files, list(results))
+        if not args.soak_only:
+            summary(results)
+            inprocess(report, files, list(results))
         if args.soak:
-            soak(config, files, args.soak)
+            soak(config, files, args.soak, args.soak_warmup, args.probe)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
+
+
+def summary(results: dict[str, list[dict[str, float]]]) -> None:
+    print("\nsummary (min-max over rounds):")
+    for decoder, rows in results.items():
+        for key in rows[0]:
+            values = [row[key] for row in rows if key in row]
+            print(f"  {decoder:8s} {key:12s} {min(values):10.1f} - {max(values):10.1f}")
+    if "msgspec" in results and "stdlib" in results:
+        for key in ("p64_rps", "p730_rps"):
+            ratios = [a[key] / b[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
+            print(f"  ratio msgspec/stdlib {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+        for key in ("p64_cpu_us", "p730_cpu_us"):
+            ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
+            print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+        for key in ("prio100_ms", "prio1000_ms"):
+            if key in results["msgspec"][0]:
+                ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
+                print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+    print(f"load average after the HTTP rounds: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
 
 if __name__ == "__main__":
