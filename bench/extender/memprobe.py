@@ -20,6 +20,7 @@ import collections
 import ctypes
 import gc
 import json
+import linecache
 import os
 import sys
 import threading
@@ -85,6 +86,14 @@ def sample(start: float) -> dict[str, object]:
     }
 
 
+_NOT_THE_PROBE = [
+    tracemalloc.Filter(False, __file__),
+    tracemalloc.Filter(False, tracemalloc.__file__),
+    tracemalloc.Filter(False, linecache.__file__),
+]
+"""Leave out what the probe itself allocates (snapshots, tracebacks' source lines)."""
+
+
 def sampler(out: Path, interval: float, warmup: float, frames: int, collect_at: float) -> None:
     start = time.monotonic()
     base: tracemalloc.Snapshot | None = None
@@ -101,9 +110,9 @@ def sampler(out: Path, interval: float, warmup: float, frames: int, collect_at: 
                 continue
             elapsed = time.monotonic() - start
             if base is None and elapsed >= warmup:
-                base = tracemalloc.take_snapshot()
+                base = tracemalloc.take_snapshot().filter_traces(_NOT_THE_PROBE)
             elif base is not None:
-                snap = tracemalloc.take_snapshot()
+                snap = tracemalloc.take_snapshot().filter_traces(_NOT_THE_PROBE)
                 stats = snap.compare_to(base, "traceback")
                 lines = [f"t={elapsed:.0f}s traced now {tracemalloc.get_traced_memory()}"]
                 for stat in stats[:25]:

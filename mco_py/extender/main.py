@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
-import functools
 import gc
 import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from prometheus_client import CollectorRegistry
 
@@ -48,8 +48,8 @@ def tune_malloc() -> bool:
     return bool(mallopt(_M_TRIM_THRESHOLD, 1024 * 1024 * 1024) == 1 and ok)
 
 
-def glibc_malloc_trim() -> Callable[[], object] | None:
-    """``malloc_trim(0)`` of glibc (gives the heap's free pages back to the OS), or None when not on glibc.
+def glibc_malloc_trim() -> Callable[[int], object] | None:
+    """glibc's ``malloc_trim(pad)`` (gives the heap's free pages back to the OS), or None when not on glibc.
 
     The server runs it a while after large requests (``server.HeapTrimmer``): with the
     thresholds of :func:`tune_malloc` nothing else ever shrinks the heap.
@@ -63,7 +63,7 @@ def glibc_malloc_trim() -> Callable[[], object] | None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
-    return functools.partial(trim, 0)
+    return cast("Callable[[int], object]", trim)
 
 
 def tune_gc() -> None:

@@ -114,7 +114,7 @@ def make_extender(report_file: ReportFile, clock: Clock) -> Iterator[Callable[..
         max_body: int = 128 * 1024 * 1024,
         source: Any = None,
         labels: Any = None,
-        trim_heap: Callable[[], object] | None = None,
+        trim_heap: Callable[[int], object] | None = None,
         trim_delay: float = 10.0,
     ) -> Extender:
         registry = CollectorRegistry()
