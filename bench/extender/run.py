@@ -277,6 +277,7 @@ def soak(config: Path, files: dict[str, Path], seconds: int, warmup: float, prob
     proc, port = start_server(config, "msgspec", probe)
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
+    start = time.monotonic()
 
     def prioritize_loop() -> None:
         body = files["prioritize-100"].read_bytes()
@@ -284,39 +285,57 @@ def soak(config: Path, files: dict[str, Path], seconds: int, warmup: float, prob
             single(port, body, "/volcano/prioritize", 1)
             stop.wait(1.0)
 
-    t = threading.Thread(target=prioritize_loop, daemon=True)
-    t.start()
-    start = time.monotonic()
+    def rss_loop() -> None:  # every 2 s, whatever the load is doing (RSS saws with the server's heap trims)
+        while not stop.wait(2.0):
+            samples.append((time.monotonic() - start, rss_mb(proc.pid)[0]))
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (prioritize_loop, rss_loop)]
+    for t in threads:
+        t.start()
     rates = []
     try:
         while time.monotonic() - start < seconds:
             rates.append(wrk(port, files["predicate-730k"], "/volcano/v1.10/predicate", 10)[0])
-            samples.append((time.monotonic() - start, rss_mb(proc.pid)[0]))
-            print(f"soak t={samples[-1][0]:.0f}s rss={samples[-1][1]:.1f} MB", flush=True)
+            print(f"soak t={time.monotonic() - start:.0f}s rss={rss_mb(proc.pid)[0]:.1f} MB", flush=True)
+        stop.set()
+        for t in threads:
+            t.join(10)
+        time.sleep(15)  # the server trims its heap 10 s after the last large request
+        idle = rss_mb(proc.pid)[0]
     finally:
         stop.set()
-        t.join(10)
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
     print(soak_verdict(samples, seconds, warmup))
+    print(f"soak RSS 15 s after the load stopped: {idle:.1f} MB")
     print(f"soak 730 KiB predicate req/s (median of the 10 s runs): {statistics.median(rates):.0f}")
 
 
 def soak_verdict(samples: list[tuple[float, float]], seconds: int, warmup: float) -> str:
-    """RSS slope (least squares, MB/min) and drift over the samples after ``warmup`` seconds."""
+    """Per-minute RSS (median/max), the least-squares slope and the drift after ``warmup`` seconds."""
     after = [s for s in samples if s[0] >= warmup]
-    if len(after) < 3:
+    if len(after) < 60:
         return f"soak {seconds}s: too few samples after the {warmup:.0f} s warm-up for a verdict"
+    minutes: dict[int, list[float]] = {}
+    for t, rss in samples:
+        minutes.setdefault(int(t // 60), []).append(rss)
+    lines = [
+        f"  minute {m + 1}: RSS median {statistics.median(v):.1f} MB, min {min(v):.1f}, max {max(v):.1f}"
+        for m, v in sorted(minutes.items())
+    ]
     xs = [s[0] / 60 for s in after]
     ys = [s[1] for s in after]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-    return (
-        f"soak {seconds}s: RSS at {after[0][0]:.0f} s (after the {warmup:.0f} s warm-up) {ys[0]:.1f} MB, "
-        f"end {ys[-1]:.1f} MB, drift {ys[-1] - ys[0]:+.1f} MB, range {min(ys):.1f}-{max(ys):.1f} MB, "
-        f"slope {slope:+.3f} MB/min (least squares over {len(after)} samples), max overall "
-        f"{max(s[1] for s in samples):.1f} MB"
+    first = statistics.median(y for x, y in zip(xs, ys, strict=True) if x < xs[0] + 1)
+    last = statistics.median(y for x, y in zip(xs, ys, strict=True) if x > xs[-1] - 1)
+    lines.append(
+        f"soak {seconds}s, after the {warmup:.0f} s warm-up ({len(after)} RSS samples, every 2 s): "
+        f"slope {slope:+.3f} MB/min (least squares), drift {last - first:+.1f} MB (median of the last minute "
+        f"{last:.1f} MB - of the first {first:.1f} MB), range {min(ys):.1f}-{max(ys):.1f} MB; "
+        f"max overall {max(s[1] for s in samples):.1f} MB"
     )
+    return "\n".join(lines)
 
 
 def main() -> int:
