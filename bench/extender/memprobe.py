@@ -11,7 +11,9 @@ tracemalloc runs too: a snapshot at ``MCO_PROBE_WARMUP`` seconds (default 60)
 is the baseline, and every later sample writes the top growth by traceback to
 ``OUT.tracemalloc.txt``. With ``MCO_PROBE_COLLECT_AT=S``, one ``gc.collect()`` at S
 seconds (its count of unreachable objects is in the next line as ``collected``):
-garbage waiting for the cyclic GC shows as the drop it causes.
+garbage waiting for the cyclic GC shows as the drop it causes. The server's heap
+trims (``malloc_trim``) are counted and timed (``trims``: count, total and
+longest seconds).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +72,26 @@ def smaps_rollup() -> dict[str, int]:
     return out
 
 
+TRIMS = {"count": 0, "seconds": 0.0, "max": 0.0}
+
+
+def timed(trim: Callable[[int], object] | None) -> Callable[[int], object] | None:
+    """``trim`` (the service's ``malloc_trim``) counted and timed in ``TRIMS``."""
+    if trim is None:
+        return None
+
+    def _timed(pad: int) -> object:
+        began = time.perf_counter()
+        result = trim(pad)
+        took = time.perf_counter() - began
+        TRIMS["count"] += 1
+        TRIMS["seconds"] += took
+        TRIMS["max"] = max(TRIMS["max"], took)
+        return result
+
+    return _timed
+
+
 def sample(start: float) -> dict[str, object]:
     objects = gc.get_objects()
     types = collections.Counter(type(o).__name__ for o in objects).most_common(12)
@@ -83,6 +106,7 @@ def sample(start: float) -> dict[str, object]:
         "gc_frozen": gc.get_freeze_count(),
         "gc_counts": gc.get_count(),
         "gc_top": types,
+        "trims": dict(TRIMS),
     }
 
 
@@ -138,7 +162,11 @@ def main() -> int:
         name="memprobe",
     ).start()
     from mco_py.cli import main as cli_main
+    from mco_py.extender import main as extender_main
 
+    original = getattr(extender_main, "glibc_malloc_trim", None)  # servers before session 12 have none
+    if original is not None:
+        extender_main.glibc_malloc_trim = lambda: timed(original())
     return cli_main(sys.argv[2:])
 
 
