@@ -8,10 +8,13 @@ decoder (msgspec, then stdlib for the ratio):
 - single prioritize requests for 100 and 1,000 nodes (~7.5 MB and ~74 MB);
 - server RSS (VmRSS and peak VmHWM).
 
-Then an optional soak (msgspec only): mixed load for ``--soak`` seconds,
-sampling RSS to show memory stays flat.
+Then an optional soak (msgspec only): mixed load for ``--soak`` seconds, RSS
+sampled every 2 s; the verdict after ``--soak-warmup`` seconds is printed as
+per-minute medians, the least-squares slope (MB/min) and the drift (median of
+the last minute - of the first), plus RSS 15 s after the load stopped.
+``--probe FILE`` runs the soak's server under memprobe.py (heap, GC, smaps).
 
-Usage: .venv/bin/python bench/extender/run.py [--rounds 3] [--duration 10] [--soak 300]
+Usage: .venv/bin/python bench/extender/run.py [--rounds 3] [--duration 10] [--soak 300] [--soak-only]
 """
 
 from __future__ import annotations
