@@ -8,10 +8,13 @@ decoder (msgspec, then stdlib for the ratio):
 - single prioritize requests for 100 and 1,000 nodes (~7.5 MB and ~74 MB);
 - server RSS (VmRSS and peak VmHWM).
 
-Then an optional soak (msgspec only): mixed load for ``--soak`` seconds,
-sampling RSS to show memory stays flat.
+Then an optional soak (msgspec only): mixed load for ``--soak`` seconds, RSS
+sampled every 2 s; the verdict after ``--soak-warmup`` seconds is printed as
+per-minute medians, the least-squares slope (MB/min) and the drift (median of
+the last minute - of the first), plus RSS 15 s after the load stopped.
+``--probe FILE`` runs the soak's server under memprobe.py (heap, GC, smaps).
 
-Usage: .venv/bin/python bench/extender/run.py [--rounds 3] [--duration 10] [--soak 300]
+Usage: .venv/bin/python bench/extender/run.py [--rounds 3] [--duration 10] [--soak 300] [--soak-only]
 """
 
 from __future__ import annotations
@@ -66,14 +69,15 @@ def write_report(path: Path) -> None:
     FileReportStore(path).write(Report(time.time(), "bench", "1", tuple(nodes)))
 
 
-def start_server(config: Path, decoder: str) -> tuple[subprocess.Popen[str], int]:
+def start_server(config: Path, decoder: str, probe: Path | None = None) -> tuple[subprocess.Popen[str], int]:
+    # With ``probe``, bench/extender/memprobe.py runs the same CLI with a memory sampler thread.
+    launcher = [str(Path(__file__).with_name("memprobe.py")), str(probe)] if probe else ["-m", "mco_py.cli"]
     cmd = [
         "taskset",
         "-c",
         "0",
         sys.executable,
-        "-m",
-        "mco_py.cli",
+        *launcher,
         "extender",
         "--config",
         str(config),
@@ -272,10 +276,11 @@ def inprocess(report: Path, files: dict[str, Path], decoders: list[str]) -> None
     os.sched_setaffinity(0, {1})
 
 
-def soak(config: Path, files: dict[str, Path], seconds: int) -> None:
-    proc, port = start_server(config, "msgspec")
+def soak(config: Path, files: dict[str, Path], seconds: int, warmup: float, probe: Path | None) -> None:
+    proc, port = start_server(config, "msgspec", probe)
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
+    start = time.monotonic()
 
     def prioritize_loop() -> None:
         body = files["prioritize-100"].read_bytes()
@@ -283,24 +288,57 @@ def soak(config: Path, files: dict[str, Path], seconds: int) -> None:
             single(port, body, "/volcano/prioritize", 1)
             stop.wait(1.0)
 
-    t = threading.Thread(target=prioritize_loop, daemon=True)
-    t.start()
-    start = time.monotonic()
+    def rss_loop() -> None:  # every 2 s, whatever the load is doing (RSS saws with the server's heap trims)
+        while not stop.wait(2.0):
+            samples.append((time.monotonic() - start, rss_mb(proc.pid)[0]))
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (prioritize_loop, rss_loop)]
+    for t in threads:
+        t.start()
+    rates = []
     try:
         while time.monotonic() - start < seconds:
-            wrk(port, files["predicate-730k"], "/volcano/v1.10/predicate", 10)
-            samples.append((time.monotonic() - start, rss_mb(proc.pid)[0]))
-            print(f"soak t={samples[-1][0]:.0f}s rss={samples[-1][1]:.1f} MB", flush=True)
+            rates.append(wrk(port, files["predicate-730k"], "/volcano/v1.10/predicate", 10)[0])
+            print(f"soak t={time.monotonic() - start:.0f}s rss={rss_mb(proc.pid)[0]:.1f} MB", flush=True)
+        stop.set()
+        for t in threads:
+            t.join(10)
+        time.sleep(15)  # the server trims its heap 10 s after the last large request
+        idle = rss_mb(proc.pid)[0]
     finally:
         stop.set()
-        t.join(10)
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
-    first = samples[len(samples) // 4][1] if samples else 0
-    print(
-        f"soak {seconds}s: RSS after warm-up {first:.1f} MB, end {samples[-1][1]:.1f} MB, "
-        f"max {max(s[1] for s in samples):.1f} MB"
+    print(soak_verdict(samples, seconds, warmup))
+    print(f"soak RSS 15 s after the load stopped: {idle:.1f} MB")
+    print(f"soak 730 KiB predicate req/s (median of the 10 s runs): {statistics.median(rates):.0f}")
+
+
+def soak_verdict(samples: list[tuple[float, float]], seconds: int, warmup: float) -> str:
+    """Per-minute RSS (median/max), the least-squares slope and the drift after ``warmup`` seconds."""
+    after = [s for s in samples if s[0] >= warmup]
+    if len(after) < 60:
+        return f"soak {seconds}s: too few samples after the {warmup:.0f} s warm-up for a verdict"
+    minutes: dict[int, list[float]] = {}
+    for t, rss in samples:
+        minutes.setdefault(int(t // 60), []).append(rss)
+    lines = [
+        f"  minute {m + 1}: RSS median {statistics.median(v):.1f} MB, min {min(v):.1f}, max {max(v):.1f}"
+        for m, v in sorted(minutes.items())
+    ]
+    xs = [s[0] / 60 for s in after]
+    ys = [s[1] for s in after]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    first = statistics.median(y for x, y in zip(xs, ys, strict=True) if x < xs[0] + 1)
+    last = statistics.median(y for x, y in zip(xs, ys, strict=True) if x > xs[-1] - 1)
+    lines.append(
+        f"soak {seconds}s, after the {warmup:.0f} s warm-up ({len(after)} RSS samples, every 2 s): "
+        f"slope {slope:+.3f} MB/min (least squares), drift {last - first:+.1f} MB (median of the last minute "
+        f"{last:.1f} MB - of the first {first:.1f} MB), range {min(ys):.1f}-{max(ys):.1f} MB; "
+        f"max overall {max(s[1] for s in samples):.1f} MB"
     )
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -308,6 +346,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--soak", type=int, default=0, help="soak seconds (0 = skip)")
+    parser.add_argument("--soak-warmup", type=float, default=60, help="soak seconds left out of the verdict")
+    parser.add_argument("--soak-only", action="store_true", help="skip the throughput rounds and the in-process costs")
+    parser.add_argument(
+        "--probe", type=Path, default=None, help="soak server writes memory figures here (JSON lines, memprobe.py)"
+    )
     parser.add_argument("--no-1000", action="store_true", help="skip the 74 MB prioritize")
     parser.add_argument("--decoders", default="msgspec,stdlib")
     args = parser.parse_args()
@@ -323,34 +366,39 @@ def main() -> int:
         config = workdir / "extender.yaml"
         config.write_text(f"reportFile: {report}\ncrStatusTTLSeconds: 86400\n")
         results: dict[str, list[dict[str, float]]] = {d: [] for d in args.decoders.split(",")}
-        for r in range(args.rounds):
+        for r in range(0 if args.soak_only else args.rounds):
             for decoder, rows in results.items():
                 res = one_round(config, files, decoder, args.duration)
                 rows.append(res)
                 print(f"round {r + 1} {decoder}: " + ", ".join(f"{k}={v:.1f}" for k, v in res.items()), flush=True)
-        print("\nsummary (min-max over rounds):")
-        for decoder, rows in results.items():
-            for key in rows[0]:
-                values = [row[key] for row in rows if key in row]
-                print(f"  {decoder:8s} {key:12s} {min(values):10.1f} - {max(values):10.1f}")
-        if "msgspec" in results and "stdlib" in results:
-            for key in ("p64_rps", "p730_rps"):
-                ratios = [a[key] / b[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
-                print(f"  ratio msgspec/stdlib {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
-            for key in ("p64_cpu_us", "p730_cpu_us"):
-                ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
-                print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
-            for key in ("prio100_ms", "prio1000_ms"):
-                if key in results["msgspec"][0]:
-                    ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
-                    print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
-        print(f"load average after the HTTP rounds: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-        inprocess(report, files, list(results))
+        if not args.soak_only:
+            summary(results)
+            inprocess(report, files, list(results))
         if args.soak:
-            soak(config, files, args.soak)
+            soak(config, files, args.soak, args.soak_warmup, args.probe)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
+
+
+def summary(results: dict[str, list[dict[str, float]]]) -> None:
+    print("\nsummary (min-max over rounds):")
+    for decoder, rows in results.items():
+        for key in rows[0]:
+            values = [row[key] for row in rows if key in row]
+            print(f"  {decoder:8s} {key:12s} {min(values):10.1f} - {max(values):10.1f}")
+    if "msgspec" in results and "stdlib" in results:
+        for key in ("p64_rps", "p730_rps"):
+            ratios = [a[key] / b[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
+            print(f"  ratio msgspec/stdlib {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+        for key in ("p64_cpu_us", "p730_cpu_us"):
+            ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
+            print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+        for key in ("prio100_ms", "prio1000_ms"):
+            if key in results["msgspec"][0]:
+                ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
+                print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+    print(f"load average after the HTTP rounds: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ import ctypes.util
 import gc
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from prometheus_client import CollectorRegistry
 
@@ -44,6 +46,24 @@ def tune_malloc() -> bool:
         return False
     ok = mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024) == 1
     return bool(mallopt(_M_TRIM_THRESHOLD, 1024 * 1024 * 1024) == 1 and ok)
+
+
+def glibc_malloc_trim() -> Callable[[int], object] | None:
+    """glibc's ``malloc_trim(pad)`` (gives the heap's free pages back to the OS), or None when not on glibc.
+
+    The server runs it a while after large requests (``server.HeapTrimmer``): with the
+    thresholds of :func:`tune_malloc` nothing else ever shrinks the heap.
+    """
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # musl and others have no malloc_trim
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return cast("Callable[[int], object]", trim)
 
 
 def tune_gc() -> None:
@@ -105,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     setup_logging(cfg.log_level)
     tuned = tune_malloc()
+    trim_heap = glibc_malloc_trim() if tuned else None
 
     labels: NodeLabelCache | NoLabels
     source: FileReportSource | WatchReportSource
@@ -148,13 +169,20 @@ def run(args: argparse.Namespace) -> int:
                 "volcanoVersion": cfg.volcano_version,
                 "decoder": cfg.decoder,
                 "mallocTuned": tuned,
+                "heapTrim": trim_heap is not None,
             },
         )
 
     tune_gc()
     try:
         serve_forever(
-            app, cfg.host, cfg.port, max_body=cfg.max_body_bytes, on_listening=_listening, use_uvloop=not args.no_uvloop
+            app,
+            cfg.host,
+            cfg.port,
+            max_body=cfg.max_body_bytes,
+            on_listening=_listening,
+            use_uvloop=not args.no_uvloop,
+            trim_heap=trim_heap,
         )
     except OSError as exc:
         log.error("cannot listen", extra={"host": cfg.host, "port": cfg.port, "error": str(exc)})

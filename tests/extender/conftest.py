@@ -114,6 +114,8 @@ def make_extender(report_file: ReportFile, clock: Clock) -> Iterator[Callable[..
         max_body: int = 128 * 1024 * 1024,
         source: Any = None,
         labels: Any = None,
+        trim_heap: Callable[[int], object] | None = None,
+        trim_delay: float = 10.0,
     ) -> Extender:
         registry = CollectorRegistry()
         app = ExtenderApp(
@@ -125,7 +127,8 @@ def make_extender(report_file: ReportFile, clock: Clock) -> Iterator[Callable[..
             volcano_version=volcano_version,
             clock=clock,
         )
-        ext = Extender(app, start_in_thread(app, max_body=max_body), registry)
+        server = start_in_thread(app, max_body=max_body, trim_heap=trim_heap, trim_delay=trim_delay)
+        ext = Extender(app, server, registry)
         started.append(ext)
         return ext
 
