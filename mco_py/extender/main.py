@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import functools
 import gc
 import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry
 
@@ -33,16 +34,28 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
 
+@functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    """The C library (looked up once: ``find_library`` runs ldconfig), or None when not found."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        return ctypes.CDLL(name)
+    except OSError:
+        return None
+
+
+def _glibc_function(name: str) -> Any:
+    """The C library's function ``name``, or None (no C library, or one without it: musl and others)."""
+    return getattr(_glibc(), name, None)
+
+
 def tune_malloc() -> bool:
     """Keep large request buffers in the heap (glibc returns >128 KiB blocks to the OS on free by default,
     so every large request page-faults). Returns False when not on glibc."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = _glibc_function("mallopt")
+    if mallopt is None:
         return False
     ok = mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024) == 1
     return bool(mallopt(_M_TRIM_THRESHOLD, 1024 * 1024 * 1024) == 1 and ok)
@@ -54,12 +67,8 @@ def glibc_malloc_trim() -> Callable[[int], object] | None:
     The server runs it a while after large requests (``server.HeapTrimmer``): with the
     thresholds of :func:`tune_malloc` nothing else ever shrinks the heap.
     """
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):  # musl and others have no malloc_trim
+    trim = _glibc_function("malloc_trim")
+    if trim is None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
