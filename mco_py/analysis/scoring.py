@@ -690,7 +690,6 @@ class Scorer:
         staleness = self._rules.staleness
         stale_after, forget_after = staleness.stale_after_seconds, staleness.forget_after_seconds
         quiet = min(stale_after, forget_after)  # one comparison for the usual fresh node
-        hints = [] if rounded is None else rounded
         out: list[NodeAssessment] = []
         forgotten: list[str] = []
         if self._order is None:
@@ -702,18 +701,14 @@ class Scorer:
                     forgotten.append(name)
                     continue
                 if silent > stale_after:
-                    stale = self._stale(name, node, silent)
-                    out.append(stale)
-                    hints.append(None)
-                    if entries is not None:
-                        signals = rounded_signals(stale.signals) if stale.signals else None
-                        entries.append(new_entry(stale, signals) if detail else bare_entry(stale))
+                    self._add_stale(name, node, silent, out, rounded=rounded, entries=entries, detail=detail)
                     continue
             item = node.assessment
             if item is None:
                 item = self._renew(name, node, lazy_reasons)
             out.append(item)
-            hints.append(node.kept_rounded)  # item is node.kept_item
+            if rounded is not None:
+                rounded.append(node.kept_rounded)  # item is node.kept_item
             if entries is not None:
                 if detail:
                     entries.append(node.kept_entry or _kept_entry(node, item))
@@ -724,6 +719,27 @@ class Scorer:
         if forgotten:
             self._order = None
         return out, forgotten
+
+    def _add_stale(
+        self,
+        name: str,
+        node: _Node,
+        silent: float,
+        out: list[NodeAssessment],
+        *,
+        rounded: list[dict[str, float] | None] | None,
+        entries: list[dict[str, Any]] | None,
+        detail: bool,
+    ) -> None:
+        """:meth:`assess` for a stale node (made anew each time: its reason quotes the silence)."""
+        item = self._stale(name, node, silent)
+        out.append(item)
+        if rounded is not None:
+            rounded.append(None)
+        if entries is not None:
+            entries.append(
+                new_entry(item, rounded_signals(item.signals) if item.signals else None) if detail else bare_entry(item)
+            )
 
     def _renew(self, name: str, node: _Node, lazy_reasons: bool) -> NodeAssessment:
         """The fresh assessment of ``node`` after a sample or a rules change; kept on the node (for :meth:`assess`)."""

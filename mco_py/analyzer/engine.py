@@ -82,7 +82,7 @@ class Engine:
         self.max_age = max_age_seconds
         self.status_budget = status_budget
         self.max_nodes = max_nodes
-        self._status = StatusCache(rounded=self._scorer.rounded_signals)
+        self._status = StatusCache()  # (the scorer lists the rounded signals: no lookup hint needed)
         """Report entries of unchanged nodes; used only by :meth:`build_report` (one report thread)."""
         metrics.rules.info({"version": rules.version})
 
