@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mco_py import __version__
-from mco_py.analysis.rules import default_rules_text, parse_rules
+from mco_py.analysis.rules import default_rules_text, migrate_rules, parse_rules
 from mco_py.errors import MCOError, ReportNotFound, RulesError
 
 #: name -> (module, help). Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
@@ -30,21 +30,53 @@ def _cmd_version(_: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_rules_validate(args: argparse.Namespace) -> int:
-    path: Path = args.file
+def _read_rules_text(path: Path) -> str | None:
+    """The text of ``path`` (``-``: standard input); None (the problem printed) when it cannot be read."""
+    if str(path) == "-":
+        return sys.stdin.read()
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         print(f"{path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return None
+
+
+def _print_problems(path: Path, exc: RulesError) -> None:
+    print(f"{path}: invalid detection rules ({len(exc.problems)} problem(s)):", file=sys.stderr)
+    for problem in exc.problems:
+        print(f"  - {problem}", file=sys.stderr)
+
+
+def _cmd_rules_validate(args: argparse.Namespace) -> int:
+    path: Path = args.file
+    text = _read_rules_text(path)
+    if text is None:
         return 1
     try:
         rules = parse_rules(text, source=str(path))
     except RulesError as exc:
-        print(f"{path}: invalid detection rules ({len(exc.problems)} problem(s)):", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  - {problem}", file=sys.stderr)
+        _print_problems(path, exc)
         return 1
-    print(f"{path}: valid (version {rules.version}, {len(rules.signals)} signal rules)")
+    dims = ", ".join(f"{d.name} ({len(d.signals)})" for d in rules.dimensions)
+    print(f"{path}: valid (version {rules.version}, format {rules.format}, dimensions: {dims})")
+    for note in rules.migration_notes:
+        print(f"  note: {note}")
+    return 0
+
+
+def _cmd_rules_migrate(args: argparse.Namespace) -> int:
+    path: Path = args.file
+    text = _read_rules_text(path)
+    if text is None:
+        return 1
+    try:
+        converted, notes = migrate_rules(text, source=str(path))
+    except RulesError as exc:
+        _print_problems(path, exc)
+        return 1
+    sys.stdout.write(converted)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     return 0
 
 
@@ -101,13 +133,18 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="detection rules tools")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
     p = rules_sub.add_parser("validate", help="validate a rules.yaml (exit 0 valid, 1 invalid)")
-    p.add_argument("file", type=Path, help="path to the rules document")
+    p.add_argument("file", type=Path, help="path to the rules document (- for standard input)")
     p.set_defaults(func=_cmd_rules_validate)
+    p = rules_sub.add_parser("migrate", help="print a rules document (format 1 or 2) in format 2")
+    p.add_argument("file", type=Path, help="path to the rules document (- for standard input)")
+    p.set_defaults(func=_cmd_rules_migrate)
     p = rules_sub.add_parser("default", help="print the documented default rules")
     p.set_defaults(func=_cmd_rules_default)
 
     p = sub.add_parser("report", help="show the interference report (table, json or yaml)")
-    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    p.add_argument(
+        "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table", help="wide: with dimensions"
+    )
     p.add_argument("--file", type=Path, default=Path("/var/lib/mco/report.json"), help="standalone report file")
     p.add_argument("--kubeconfig", help="read the NodeInterferenceReport from this cluster instead of the file")
     p.add_argument("--name", default="cluster", help="report object name (with --kubeconfig)")

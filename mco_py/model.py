@@ -17,18 +17,45 @@ from typing import Any
 
 from mco_py.errors import ReportError
 
-#: Report signal keys (camelCase, as in the CRD), in display order.
+#: Report signal keys (camelCase, as in the CRD), in display order. ``psi*Avg10`` are the kernel's
+#: 10 s averages (context, and the extender's hard constraints); ``psi*Rate`` are the share of the
+#: collector's sample interval that tasks stalled (from the ``total=`` counter: settles within a
+#: second or two, which is why the default rules score them).
 SIGNAL_NAMES: tuple[str, ...] = (
     "psiCpuSomeAvg10",
     "psiMemorySomeAvg10",
     "psiMemoryFullAvg10",
     "psiIoSomeAvg10",
     "psiIoFullAvg10",
+    "psiCpuSomeRate",
+    "psiMemorySomeRate",
+    "psiMemoryFullRate",
+    "psiIoSomeRate",
+    "psiIoFullRate",
     "llcMissRate",
     "bioLatencyP99Ms",
     "cpuStealPercent",
     "oomKills",
 )
+
+#: The resource dimension each known signal belongs to unless the rules say otherwise
+#: (``mco rules migrate`` places format-1 rules by it).
+DEFAULT_DIMENSIONS: dict[str, str] = {
+    "psiCpuSomeAvg10": "cpu",
+    "psiCpuSomeRate": "cpu",
+    "cpuStealPercent": "cpu",
+    "psiMemorySomeAvg10": "memory",
+    "psiMemoryFullAvg10": "memory",
+    "psiMemorySomeRate": "memory",
+    "psiMemoryFullRate": "memory",
+    "oomKills": "memory",
+    "psiIoSomeAvg10": "io",
+    "psiIoFullAvg10": "io",
+    "psiIoSomeRate": "io",
+    "psiIoFullRate": "io",
+    "bioLatencyP99Ms": "io",
+    "llcMissRate": "cache",
+}
 
 #: Report API identity.
 GROUP = "mco.many-core.io"
@@ -97,6 +124,20 @@ class Sample:
 
 
 @dataclass(frozen=True, slots=True)
+class DimensionScore:
+    """One resource dimension of one node: its score and the level that score maps to."""
+
+    level: Level
+    """None, Low, Medium or High by the rules' cut-offs."""
+    score: float
+    """0-100: the highest (capped) sub-score among the dimension's signals."""
+
+
+NO_DIMENSIONS: Mapping[str, DimensionScore] = {}
+"""The dimensions of a calm node (every dimension scored 0): shared by every such assessment, never mutated."""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeAssessment:
     """The analyzer's judgement of one node, as it appears in the report."""
 
@@ -112,6 +153,10 @@ class NodeAssessment:
     """Time of the newest sample, seconds since the epoch."""
     reasons: tuple[str, ...] = ()
     """Human-readable reasons naming the signals and values behind the level."""
+    dominant: str = ""
+    """The dimension with the highest score now; empty when every dimension scores 0."""
+    dimensions: Mapping[str, DimensionScore] = field(default_factory=dict)
+    """Dimensions scoring above 0 now (a dimension left out scores 0), in the rules' order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,13 +223,39 @@ def round_to(value: float, scale: float) -> float:
 
 
 def assessment_to_dict(item: NodeAssessment) -> dict[str, Any]:
-    """One ``status.nodes[]`` entry: score to 2 decimals, signals to 4, non-finite signals left out."""
+    """One ``status.nodes[]`` entry: scores to 2 decimals, signals to 4, non-finite signals left out."""
     out: dict[str, Any] = {"name": item.name, "level": item.level.value, "score": round_to(item.score, 100.0)}
+    if item.dominant:
+        out["dominant"] = item.dominant
+    if item.dimensions:
+        out["dimensions"] = dimensions_to_dict(item.dimensions)
     if item.signals:
         out["signals"] = {k: round_to(v, 1e4) for k, v in item.signals.items() if math.isfinite(v)}
     if item.last_sample_time is not None:
         out["lastSampleTime"] = format_time(item.last_sample_time)
     out["reasons"] = list(item.reasons)
+    return out
+
+
+def dimensions_to_dict(dimensions: Mapping[str, DimensionScore]) -> dict[str, dict[str, Any]]:
+    """``{"cpu": {"level": "High", "score": 87.5}, ...}`` (scores to 2 decimals)."""
+    return {name: {"level": d.level.value, "score": round_to(d.score, 100.0)} for name, d in dimensions.items()}
+
+
+def _dimensions(raw: object, where: str) -> Mapping[str, DimensionScore]:
+    if raw is None:
+        return NO_DIMENSIONS
+    if not isinstance(raw, Mapping):
+        raise ReportError(f"{where}: expected an object of dimension name -> {{level, score}}")
+    out: dict[str, DimensionScore] = {}
+    for name, body in raw.items():
+        if not isinstance(body, Mapping):
+            raise ReportError(f"{where}.{name}: expected an object with level and score")
+        try:
+            level = Level.parse(str(body.get("level")))
+        except ValueError as exc:
+            raise ReportError(f"{where}.{name}.level: {exc}") from exc
+        out[str(name)] = DimensionScore(level, _number(body.get("score", 0.0), f"{where}.{name}.score"))
     return out
 
 
@@ -246,6 +317,8 @@ def report_from_status(status: Mapping[str, Any]) -> Report:
                 signals=signals,
                 last_sample_time=parse_time(sample_time) if sample_time else None,
                 reasons=tuple(str(r) for r in raw.get("reasons") or ()),
+                dominant=str(raw.get("dominant") or ""),
+                dimensions=_dimensions(raw.get("dimensions"), f"{where}.dimensions"),
             )
         )
     return Report(

@@ -10,6 +10,8 @@ import yaml
 from mco_py.model import NodeAssessment, Report, format_time, report_to_status
 
 COLUMNS = ("NODE", "LEVEL", "SCORE", "PSI CPU", "PSI MEM", "PSI IO", "LLC MISS", "BIO P99 MS", "AGE")
+#: ``-o wide`` adds the worst dimension and every dimension above 0 (``cpu=High/87.5``).
+WIDE_COLUMNS = (*COLUMNS, "DOMINANT", "DIMENSIONS")
 
 
 def _num(value: float | None, digits: int = 1) -> str:
@@ -43,10 +45,16 @@ def _row(node: NodeAssessment, now: float) -> tuple[str, ...]:
     )
 
 
-def render_table(report: Report, *, now: float, source: str = "") -> str:
+def _wide_row(node: NodeAssessment, now: float) -> tuple[str, ...]:
+    dims = ",".join(f"{name}={d.level.value}/{d.score:.1f}" for name, d in node.dimensions.items())
+    return (*_row(node, now), node.dominant or "-", dims or "-")
+
+
+def render_table(report: Report, *, now: float, source: str = "", wide: bool = False) -> str:
     """A fixed-width table, one row per node, with a header line about the report itself."""
-    rows = [COLUMNS, *(_row(n, now) for n in report.nodes)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    header, row = (WIDE_COLUMNS, _wide_row) if wide else (COLUMNS, _row)
+    rows = [header, *(row(n, now) for n in report.nodes)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = [
         f"report {source or '-'}: updated {format_time(report.last_update_time)} "
         f"({_age(now - report.last_update_time)} ago) by {report.analyzer_identity or '?'}, "
@@ -62,12 +70,12 @@ def render_table(report: Report, *, now: float, source: str = "") -> str:
 
 
 def render(report: Report, *, fmt: str, now: float, source: str = "") -> str:
-    """``table``, ``json`` or ``yaml`` (the latter two are the report status document)."""
-    if fmt == "table":
-        return render_table(report, now=now, source=source)
+    """``table``, ``wide``, ``json`` or ``yaml`` (the latter two are the report status document)."""
+    if fmt in ("table", "wide"):
+        return render_table(report, now=now, source=source, wide=fmt == "wide")
     doc: dict[str, Any] = report_to_status(report)
     if fmt == "json":
         return json.dumps(doc, indent=2) + "\n"
     if fmt == "yaml":
         return str(yaml.safe_dump(doc, sort_keys=False))
-    raise ValueError(f"unknown output format {fmt!r}; use table, json or yaml")
+    raise ValueError(f"unknown output format {fmt!r}; use table, wide, json or yaml")

@@ -15,13 +15,18 @@ the settings, the pod's ``runtimeClassName`` and the node's name and labels.
 - **Score** (:func:`volcano_score`, :func:`kube_score`): ``100 - score`` (lower
   interference → higher score), scaled for Volcano (0-100 times weight) or
   kube-scheduler (0..10 integers). Unknown or absent nodes, and every node in
-  basic mode, get the neutral ``unknown_score``.
+  basic mode, get the neutral ``unknown_score``. A pod that names the dimensions it
+  is sensitive to (:class:`Sensitivity`, from the ``mco.many-core.io/sensitive-to``
+  annotation) is scored by those dimensions instead of the node score:
+  ``100 - max(weight * dimension score)``.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -208,22 +213,84 @@ def filter_node(
     return _PASS_LABELS_UNKNOWN if kata_unchecked else _PASS_OK
 
 
-def _raw_score(state: ReportState, node: str, settings: PolicySettings) -> float:
+@dataclass(frozen=True, slots=True)
+class Sensitivity:
+    """The dimensions a pod's performance depends on, each with a weight in (0, 1] (the largest is 1)."""
+
+    weights: tuple[tuple[str, float], ...]
+
+
+#: Most dimensions one annotation may name, and its longest accepted text.
+MAX_SENSITIVITY_ITEMS = 8
+MAX_SENSITIVITY_CHARS = 256
+_DIMENSION = re.compile(r"[a-z][a-zA-Z0-9]{0,31}")
+
+
+@functools.lru_cache(maxsize=256)
+def parse_sensitivity(text: str) -> Sensitivity:
+    """``"cpu"``, ``"cpu,io"`` or ``"cpu=2,io=1"`` (relative weights); ``ValueError`` says what is wrong."""
+    if len(text) > MAX_SENSITIVITY_CHARS:
+        raise ValueError(f"longer than {MAX_SENSITIVITY_CHARS} characters")
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise ValueError("names no dimension; write e.g. cpu,io or cpu=2,io=1")
+    if len(items) > MAX_SENSITIVITY_ITEMS:
+        raise ValueError(f"names {len(items)} dimensions; at most {MAX_SENSITIVITY_ITEMS}")
+    weights: dict[str, float] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not _DIMENSION.fullmatch(name):
+            raise ValueError(f"{name[:40]!r} is not a dimension name (e.g. cpu, memory, io, cache)")
+        weight = 1.0
+        if sep:
+            try:
+                weight = float(raw)
+            except ValueError:
+                raise ValueError(f"weight of {name} is not a number: {raw[:20]!r}") from None
+            if not math.isfinite(weight) or weight <= 0:
+                raise ValueError(f"weight of {name} must be a positive number, got {raw[:20]!r}")
+        weights[name] = weight
+    top = max(weights.values())
+    return Sensitivity(tuple((name, w / top) for name, w in weights.items()))
+
+
+def pod_interference(item: NodeAssessment, sensitivity: Sensitivity) -> float:
+    """The node's interference for a pod with ``sensitivity``: the worst weighted dimension it names.
+
+    A node entry without dimensions scores 0 in each when its score is 0; otherwise the report
+    came from an analyzer that writes no dimensions, and the node score stands in for each.
+    """
+    dims = item.dimensions
+    if not dims:
+        return item.score if item.score > 0 else 0.0
+    worst = 0.0
+    for name, weight in sensitivity.weights:
+        found = dims.get(name)
+        if found is not None and weight * found.score > worst:
+            worst = weight * found.score
+    return worst
+
+
+def _raw_score(state: ReportState, node: str, settings: PolicySettings, sensitivity: Sensitivity | None) -> float:
     """0-100, higher is better for the pod."""
     if state.report is None:
         return settings.unknown_score
     assessment = state.report.by_name.get(node)
     if assessment is None or assessment.level is Level.UNKNOWN or not math.isfinite(assessment.score):
         return settings.unknown_score
-    return min(100.0, max(0.0, 100.0 - assessment.score))
+    interference = assessment.score if sensitivity is None else pod_interference(assessment, sensitivity)
+    return min(100.0, max(0.0, 100.0 - interference))
 
 
-def volcano_score(state: ReportState, node: str, settings: PolicySettings) -> float:
+def volcano_score(
+    state: ReportState, node: str, settings: PolicySettings, sensitivity: Sensitivity | None = None
+) -> float:
     """Score for Volcano: 0-100 times ``score_weight``, never negative, never NaN."""
-    value = _raw_score(state, node, settings) * settings.score_weight
+    value = _raw_score(state, node, settings, sensitivity) * settings.score_weight
     return value if math.isfinite(value) and value > 0.0 else 0.0
 
 
-def kube_score(state: ReportState, node: str, settings: PolicySettings) -> int:
+def kube_score(state: ReportState, node: str, settings: PolicySettings, sensitivity: Sensitivity | None = None) -> int:
     """Score for kube-scheduler: an integer 0..10 (kube-scheduler applies its own weight)."""
-    return min(KUBE_MAX_SCORE, max(0, round(_raw_score(state, node, settings) / 10.0)))
+    return min(KUBE_MAX_SCORE, max(0, round(_raw_score(state, node, settings, sensitivity) / 10.0)))

@@ -1,15 +1,23 @@
-"""Detection rules: the typed document and its validating loader.
+"""Detection rules: the typed document, its validating loader and the format-1 migration.
 
 :func:`parse_rules` turns YAML text into :class:`DetectionRules` or raises
 :class:`~mco_py.errors.RulesError` listing every problem, each naming the field
 (dotted path) and the fix. It never does I/O: callers read the file or the
 ConfigMap and pass the text.
+
+Format 2 (``format: 2``) groups signals into resource dimensions; a dimension is as
+bad as its worst signal and the node as its worst dimension. Format 1 (a flat
+``signals:`` map with weights, no ``format`` key) is still read: each signal goes to
+its default dimension (:data:`~mco_py.model.DEFAULT_DIMENSIONS`) and the weights are
+dropped, with :attr:`DetectionRules.migration_notes` saying so. ``mco rules migrate``
+prints the converted document (:func:`migrate_rules`).
 """
 
 from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -18,9 +26,27 @@ from typing import Any
 import yaml
 
 from mco_py.errors import RulesError
-from mco_py.model import SIGNAL_NAMES
+from mco_py.model import DEFAULT_DIMENSIONS, SIGNAL_NAMES
 
+#: The rules format this version writes.
+RULES_FORMAT = 2
 SMOOTHING_METHODS = ("ewma", "window")
+COMBINE_METHODS = ("compound", "worst")
+#: Most dimensions one document may define (each is a metric label value per node).
+MAX_DIMENSIONS = 8
+_DIMENSION_NAME = re.compile(r"[a-z][a-zA-Z0-9]{0,31}")
+
+
+@dataclass(frozen=True, slots=True)
+class Smoothing:
+    """Per-signal smoothing before scoring."""
+
+    method: str = "ewma"
+    """``ewma`` or ``window``."""
+    alpha: float = 0.3
+    """EWMA weight of the newest sample, 0 < alpha <= 1 (1: no smoothing)."""
+    window: int = 5
+    """Samples in the moving mean when ``method`` is ``window``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +57,21 @@ class SignalRule:
     """Value at which the sub-score starts rising from 0."""
     critical: float
     """Value at which the sub-score reaches 100."""
-    weight: float = 1.0
-    """Weight in the node score; 0 switches the signal off."""
+    max_score: float = 100.0
+    """Highest sub-score this signal alone can give its dimension (0: shown, never scored)."""
     min_events: int = 0
     """Judge the signal only when its window had at least this many events (block I/O)."""
+    smoothing: Smoothing | None = None
+    """This signal's smoothing when it differs from the document's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dimension:
+    """One resource (cpu, memory, io, cache, ...) and the signals that show its contention."""
+
+    name: str
+    signals: Mapping[str, SignalRule]
+    """Rules by signal key, in document order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,26 +83,19 @@ class LevelCutoffs:
     high: float = 75.0
 
 
-@dataclass(frozen=True, slots=True)
-class Smoothing:
-    """Per-signal smoothing before scoring."""
-
-    method: str = "ewma"
-    """``ewma`` or ``window``."""
-    alpha: float = 0.3
-    """EWMA weight of the newest sample, 0 < alpha <= 1."""
-    window: int = 5
-    """Samples in the moving mean when ``method`` is ``window``."""
+_RAISE_AFTER = 7
+_LOWER_AFTER = 10
 
 
 @dataclass(frozen=True, slots=True)
 class Hysteresis:
-    """Consecutive assessments needed before a level moves."""
+    """Consecutive assessments needed before a level moves (one assessment per sample)."""
 
-    raise_after: int = 2
-    """Assessments above the current level before it goes up."""
-    lower_after: int = 5
-    """Assessments below the current level before it goes down."""
+    raise_after: int = _RAISE_AFTER
+    """Assessments in a row above None before the level may rise. It rises to the lowest raw level of
+    the newest ``raise_after - 1`` of them: the first of a run usually covers a partial interval."""
+    lower_after: int = _LOWER_AFTER
+    """Assessments below the current level before it falls, to the highest of them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,16 +114,39 @@ class DetectionRules:
 
     version: str
     """Free-form version string; shown in the report as ``rulesVersion``."""
-    signals: Mapping[str, SignalRule] = field(default_factory=dict)
-    """Rules by signal key; signals not listed are not scored."""
+    dimensions: tuple[Dimension, ...] = ()
+    """The dimensions in document order (report and metrics order)."""
     levels: LevelCutoffs = LevelCutoffs()
+    combine: str = "compound"
+    """``compound``: several elevated dimensions add up; ``worst``: the worst dimension alone."""
     smoothing: Smoothing = Smoothing()
     hysteresis: Hysteresis = Hysteresis()
     staleness: Staleness = Staleness()
+    format: int = RULES_FORMAT
+    """The format the document was written in (1 is read through :func:`migrate_rules`)."""
+    migration_notes: tuple[str, ...] = ()
+    """For a format-1 document: what the conversion changed (empty otherwise)."""
+    signals: Mapping[str, SignalRule] = field(init=False, compare=False, repr=False)
+    """Every signal rule by key (derived from ``dimensions``)."""
+    dimension_of: Mapping[str, str] = field(init=False, compare=False, repr=False)
+    """The dimension of each signal with a rule (derived from ``dimensions``)."""
+
+    def __post_init__(self) -> None:
+        signals = {name: rule for dim in self.dimensions for name, rule in dim.signals.items()}
+        object.__setattr__(self, "signals", signals)
+        object.__setattr__(self, "dimension_of", {name: dim.name for dim in self.dimensions for name in dim.signals})
+
+    def smoothing_of(self, signal: str) -> Smoothing:
+        """The smoothing ``signal`` uses (its own, else the document's)."""
+        rule = self.signals.get(signal)
+        return rule.smoothing if rule is not None and rule.smoothing is not None else self.smoothing
 
 
-_TOP_KEYS = ("version", "signals", "levels", "smoothing", "hysteresis", "staleness")
-_SIGNAL_KEYS = ("warn", "critical", "weight", "minEvents")
+_V2_TOP = ("format", "version", "dimensions", "levels", "combine", "smoothing", "hysteresis", "staleness")
+_V1_TOP = ("version", "signals", "levels", "smoothing", "hysteresis", "staleness")
+_V2_SIGNAL_KEYS = ("warn", "critical", "maxScore", "minEvents", "smoothing")
+_V1_SIGNAL_KEYS = ("warn", "critical", "weight", "minEvents")
+_DIMENSION_KEYS = ("signals",)
 _LEVEL_KEYS = ("low", "medium", "high")
 _SMOOTHING_KEYS = ("method", "alpha", "window")
 _HYSTERESIS_KEYS = ("raiseAfter", "lowerAfter")
@@ -109,14 +162,15 @@ class _Checker:
     def problem(self, path: str, text: str) -> None:
         self.problems.append(f"{path}: {text}")
 
-    def mapping(self, value: object, path: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+    def mapping(self, value: object, path: str, allowed: tuple[str, ...] | None) -> Mapping[str, Any]:
+        """``value`` as a mapping (``{}`` when absent or not one); with ``allowed``, unknown keys are problems."""
         if value is None:
             return {}
         if not isinstance(value, Mapping):
             self.problem(path, f"expected a mapping, got {_type_name(value)}")
             return {}
         for key in value:
-            if not isinstance(key, str) or key not in allowed:
+            if allowed is not None and (not isinstance(key, str) or key not in allowed):
                 hint = difflib.get_close_matches(str(key), allowed, n=1)
                 fix = f"did you mean {hint[0]!r}?" if hint else f"allowed keys: {', '.join(allowed)}"
                 self.problem(f"{path}.{key}" if path else str(key), f"unknown key; {fix}")
@@ -164,35 +218,85 @@ class _Checker:
             self.problem(where, f"must be at least {minimum}, got {value}")
         return value
 
+    def choice(self, data: Mapping[str, Any], key: str, path: str, default: str, choices: tuple[str, ...]) -> str:
+        value = data.get(key, default)
+        if value not in choices:
+            where = f"{path}.{key}" if path else key
+            self.problem(where, f"must be one of {', '.join(choices)}, got {value!r}")
+            return default
+        return str(value)
+
 
 def _type_name(value: object) -> str:
     names = {str: "a string", list: "a list", dict: "a mapping", bool: "a boolean", type(None): "null"}
     return names.get(type(value), type(value).__name__)
 
 
-def _signal_rules(check: _Checker, raw: object) -> dict[str, SignalRule]:
-    signals: dict[str, SignalRule] = {}
-    raw_signals = check.mapping(raw, "signals", SIGNAL_NAMES)
-    if not raw_signals:
-        check.problem("signals", f"at least one signal rule is required; known signals: {', '.join(SIGNAL_NAMES)}")
-    for name, body in raw_signals.items():
-        if name not in SIGNAL_NAMES:
+def _warn_critical(check: _Checker, body: Mapping[str, Any], path: str) -> tuple[float, float]:
+    warn = check.number(body, "warn", path, None, minimum=0)
+    critical = check.number(body, "critical", path, None, minimum=0)
+    if math.isfinite(warn) and math.isfinite(critical) and critical <= warn:
+        check.problem(path, f"critical ({critical:g}) must be greater than warn ({warn:g})")
+    return warn, critical
+
+
+def _smoothing(check: _Checker, raw: object, path: str = "smoothing") -> Smoothing:
+    data = check.mapping(raw, path, _SMOOTHING_KEYS)
+    method = check.choice(data, "method", path, "ewma", SMOOTHING_METHODS)
+    alpha = check.number(data, "alpha", path, 0.3, minimum=0, maximum=1, exclusive_minimum=True)
+    window = check.integer(data, "window", path, 5, 1)
+    return Smoothing(method=method, alpha=alpha, window=window)
+
+
+def _signal_rule(check: _Checker, name: str, body: object, path: str) -> SignalRule | None:
+    if name not in SIGNAL_NAMES:
+        hint = difflib.get_close_matches(name, SIGNAL_NAMES, n=1)
+        fix = f"did you mean {hint[0]!r}?" if hint else f"known signals: {', '.join(SIGNAL_NAMES)}"
+        check.problem(path, f"unknown signal; {fix}")
+        return None
+    data = check.mapping(body, path, _V2_SIGNAL_KEYS)
+    if not isinstance(body, Mapping):
+        if body is None:
+            check.problem(path, "needs warn and critical")
+        return None
+    warn, critical = _warn_critical(check, data, path)
+    max_score = check.number(data, "maxScore", path, 100.0, minimum=0, maximum=100)
+    min_events = check.integer(data, "minEvents", path, 0, 0)
+    smoothing = _smoothing(check, data["smoothing"], f"{path}.smoothing") if "smoothing" in data else None
+    return SignalRule(warn=warn, critical=critical, max_score=max_score, min_events=min_events, smoothing=smoothing)
+
+
+def _dimensions(check: _Checker, raw: object) -> tuple[Dimension, ...]:
+    data = check.mapping(raw, "dimensions", None)
+    if not data:
+        check.problem("dimensions", "at least one dimension with one signal rule is required, e.g. cpu: {signals: ...}")
+        return ()
+    if len(data) > MAX_DIMENSIONS:
+        check.problem("dimensions", f"at most {MAX_DIMENSIONS} dimensions are allowed, got {len(data)}")
+    placed: dict[str, str] = {}
+    out: list[Dimension] = []
+    for name, body in data.items():
+        path = f"dimensions.{name}"
+        if not isinstance(name, str) or not _DIMENSION_NAME.fullmatch(name):
+            check.problem(path, "a dimension name is a letter followed by letters or digits (at most 32), e.g. cpu")
             continue
-        path = f"signals.{name}"
-        if not isinstance(body, Mapping):
-            check.mapping(body, path, _SIGNAL_KEYS)
-            continue
-        check.mapping(body, path, _SIGNAL_KEYS)
-        warn = check.number(body, "warn", path, None, minimum=0)
-        critical = check.number(body, "critical", path, None, minimum=0)
-        weight = check.number(body, "weight", path, 1.0, minimum=0)
-        min_events = check.integer(body, "minEvents", path, 0, 0)
-        if math.isfinite(warn) and math.isfinite(critical) and critical <= warn:
-            check.problem(path, f"critical ({critical:g}) must be greater than warn ({warn:g})")
-        signals[name] = SignalRule(warn=warn, critical=critical, weight=weight, min_events=min_events)
-    if signals and all(rule.weight == 0 for rule in signals.values()):
-        check.problem("signals", "every weight is 0; give at least one signal a positive weight")
-    return signals
+        raw_signals = check.mapping(check.mapping(body, path, _DIMENSION_KEYS).get("signals"), f"{path}.signals", None)
+        if not raw_signals:
+            check.problem(f"{path}.signals", "list at least one signal rule (signal: {warn: ..., critical: ...})")
+        signals: dict[str, SignalRule] = {}
+        for signal, signal_body in raw_signals.items():
+            where = f"{path}.signals.{signal}"
+            if str(signal) in placed:
+                check.problem(where, f"already in dimension {placed[str(signal)]}; a signal belongs to one dimension")
+                continue
+            rule = _signal_rule(check, str(signal), signal_body, where)
+            if rule is not None:
+                placed[str(signal)] = name
+                signals[str(signal)] = rule
+        out.append(Dimension(name=name, signals=signals))
+    if placed and not any(r.max_score > 0 for d in out for r in d.signals.values()):
+        check.problem("dimensions", "every maxScore is 0; let at least one signal score")
+    return tuple(out)
 
 
 def _levels(check: _Checker, raw: object) -> LevelCutoffs:
@@ -205,21 +309,11 @@ def _levels(check: _Checker, raw: object) -> LevelCutoffs:
     return LevelCutoffs(low=low, medium=medium, high=high)
 
 
-def _smoothing(check: _Checker, raw: object) -> Smoothing:
-    data = check.mapping(raw, "smoothing", _SMOOTHING_KEYS)
-    method = data.get("method", "ewma")
-    if method not in SMOOTHING_METHODS:
-        check.problem("smoothing.method", f"must be one of {', '.join(SMOOTHING_METHODS)}, got {method!r}")
-    alpha = check.number(data, "alpha", "smoothing", 0.3, minimum=0, maximum=1, exclusive_minimum=True)
-    window = check.integer(data, "window", "smoothing", 5, 1)
-    return Smoothing(method=str(method), alpha=alpha, window=window)
-
-
 def _hysteresis(check: _Checker, raw: object) -> Hysteresis:
     data = check.mapping(raw, "hysteresis", _HYSTERESIS_KEYS)
     return Hysteresis(
-        raise_after=check.integer(data, "raiseAfter", "hysteresis", 2, 1),
-        lower_after=check.integer(data, "lowerAfter", "hysteresis", 5, 1),
+        raise_after=check.integer(data, "raiseAfter", "hysteresis", _RAISE_AFTER, 1),
+        lower_after=check.integer(data, "lowerAfter", "hysteresis", _LOWER_AFTER, 1),
     )
 
 
@@ -235,8 +329,63 @@ def _staleness(check: _Checker, raw: object) -> Staleness:
     return Staleness(stale_after_seconds=stale, forget_after_seconds=forget)
 
 
+def _version(check: _Checker, doc: Mapping[str, Any]) -> str:
+    version = doc.get("version")
+    if isinstance(version, int | float) and not isinstance(version, bool):
+        version = str(version)
+    if not isinstance(version, str) or not version.strip():
+        check.problem("version", 'is required; set a non-empty string such as "2026.12.1"')
+        return ""
+    return version
+
+
+def _format(check: _Checker, doc: Mapping[str, Any]) -> int:
+    """The document's format: ``format:`` if given, else 1 for a flat ``signals:`` map, else 2."""
+    if "format" not in doc:
+        return 1 if "signals" in doc and "dimensions" not in doc else RULES_FORMAT
+    value = doc["format"]
+    if value in (1, RULES_FORMAT) and not isinstance(value, bool):
+        return int(value)
+    check.problem("format", f"must be {RULES_FORMAT} (or 1 for the flat signals form), got {value!r}")
+    return RULES_FORMAT
+
+
+def _format1(check: _Checker, doc: Mapping[str, Any]) -> tuple[tuple[Dimension, ...], tuple[str, ...]]:
+    """A format-1 ``signals:`` map placed into the default dimensions, and notes on what changed."""
+    raw = check.mapping(doc.get("signals"), "signals", SIGNAL_NAMES)
+    if not raw:
+        check.problem("signals", f"at least one signal rule is required; known signals: {', '.join(SIGNAL_NAMES)}")
+    notes = [
+        "format 1 (flat signals) read as format 2: each signal now scores in its resource dimension "
+        "and the node is as bad as its worst dimension; convert with `mco rules migrate`"
+    ]
+    grouped: dict[str, dict[str, SignalRule]] = {}
+    for name, body in raw.items():
+        if name not in SIGNAL_NAMES:
+            continue
+        path = f"signals.{name}"
+        data = check.mapping(body, path, _V1_SIGNAL_KEYS)
+        if not isinstance(body, Mapping):
+            continue
+        warn, critical = _warn_critical(check, data, path)
+        weight = check.number(data, "weight", path, 1.0, minimum=0)
+        min_events = check.integer(data, "minEvents", path, 0, 0)
+        if weight == 0:
+            notes.append(f"{path}: weight 0 switched the signal off; it is left out")
+            continue
+        if weight != 1:
+            notes.append(f"{path}: weight {weight:g} dropped (format 2 takes each dimension's worst signal)")
+        dimension = DEFAULT_DIMENSIONS[name]
+        grouped.setdefault(dimension, {})[name] = SignalRule(warn=warn, critical=critical, min_events=min_events)
+    order = list(dict.fromkeys(DEFAULT_DIMENSIONS.values()))
+    dims = tuple(Dimension(name, grouped[name]) for name in order if name in grouped)
+    if raw and not dims:
+        check.problem("signals", "every weight is 0; give at least one signal a positive weight")
+    return dims, tuple(notes)
+
+
 def parse_rules(text: str, *, source: str = "rules.yaml") -> DetectionRules:
-    """Parse and validate a rules document.
+    """Parse and validate a rules document (format 2, or format 1 converted).
 
     Raises :class:`RulesError` with every problem found, each naming the field.
     """
@@ -252,28 +401,82 @@ def rules_from_mapping(doc: object, *, source: str = "rules") -> DetectionRules:
     check = _Checker()
     if not isinstance(doc, Mapping):
         raise RulesError(
-            [f"the document must be a mapping with keys {', '.join(_TOP_KEYS)}; got {_type_name(doc)}"],
+            [f"the document must be a mapping with keys {', '.join(_V2_TOP)}; got {_type_name(doc)}"],
             source=source,
         )
-    check.mapping(doc, "", _TOP_KEYS)
-
-    version = doc.get("version")
-    if isinstance(version, int | float) and not isinstance(version, bool):
-        version = str(version)
-    if not isinstance(version, str) or not version.strip():
-        check.problem("version", 'is required; set a non-empty string such as "2026.11.1"')
-        version = ""
+    fmt = _format(check, doc)
+    notes: tuple[str, ...] = ()
+    if fmt == 1:
+        check.mapping(doc, "", _V1_TOP)
+        dimensions, notes = _format1(check, doc)
+        combine = "compound"
+    else:
+        check.mapping(doc, "", _V2_TOP)
+        dimensions = _dimensions(check, doc.get("dimensions"))
+        combine = check.choice(doc, "combine", "", "compound", COMBINE_METHODS)
     rules = DetectionRules(
-        version=str(version),
-        signals=_signal_rules(check, doc.get("signals")),
+        version=_version(check, doc),
+        dimensions=dimensions,
         levels=_levels(check, doc.get("levels")),
+        combine=combine,
         smoothing=_smoothing(check, doc.get("smoothing")),
         hysteresis=_hysteresis(check, doc.get("hysteresis")),
         staleness=_staleness(check, doc.get("staleness")),
+        format=fmt,
+        migration_notes=notes,
     )
     if check.problems:
         raise RulesError(check.problems, source=source)
     return rules
+
+
+def _smoothing_doc(smoothing: Smoothing) -> dict[str, Any]:
+    out: dict[str, Any] = {"method": smoothing.method, "alpha": smoothing.alpha}
+    if smoothing.method == "window":
+        out["window"] = smoothing.window
+    return out
+
+
+def _signal_doc(rule: SignalRule) -> dict[str, Any]:
+    out: dict[str, Any] = {"warn": rule.warn, "critical": rule.critical}
+    if rule.max_score != 100.0:
+        out["maxScore"] = rule.max_score
+    if rule.min_events:
+        out["minEvents"] = rule.min_events
+    if rule.smoothing is not None:
+        out["smoothing"] = _smoothing_doc(rule.smoothing)
+    return out
+
+
+def rules_to_mapping(rules: DetectionRules) -> dict[str, Any]:
+    """``rules`` as a format-2 document (numbers as floats; parses back to equal rules)."""
+    return {
+        "format": RULES_FORMAT,
+        "version": rules.version,
+        "dimensions": {
+            dim.name: {"signals": {name: _signal_doc(rule) for name, rule in dim.signals.items()}}
+            for dim in rules.dimensions
+        },
+        "levels": {"low": rules.levels.low, "medium": rules.levels.medium, "high": rules.levels.high},
+        "combine": rules.combine,
+        "smoothing": _smoothing_doc(rules.smoothing),
+        "hysteresis": {"raiseAfter": rules.hysteresis.raise_after, "lowerAfter": rules.hysteresis.lower_after},
+        "staleness": {
+            "staleAfterSeconds": rules.staleness.stale_after_seconds,
+            "forgetAfterSeconds": rules.staleness.forget_after_seconds,
+        },
+    }
+
+
+def migrate_rules(text: str, *, source: str = "rules.yaml") -> tuple[str, tuple[str, ...]]:
+    """A rules document (either format) as format-2 YAML, and notes on what the conversion changed.
+
+    Raises :class:`RulesError` when the document is invalid in its own format.
+    """
+    rules = parse_rules(text, source=source)
+    body = yaml.safe_dump(rules_to_mapping(rules), sort_keys=False, default_flow_style=False)
+    header = f"# converted by `mco rules migrate` from {source} (format {rules.format})\n"
+    return "---\n" + header + body, rules.migration_notes
 
 
 def default_rules_text() -> str:

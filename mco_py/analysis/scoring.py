@@ -2,20 +2,25 @@
 
 How a node is judged (the numbers come from :class:`~mco_py.analysis.rules.DetectionRules`):
 
-1. Each signal present in a sample is smoothed per node (EWMA or a moving window).
-   A signal whose window had fewer events than its rule's ``minEvents`` is not judged
-   for that sample (it counts as absent).
+1. Each signal present in a sample is smoothed per node (EWMA or a moving window, the
+   signal's own smoothing or the document's). A signal whose window had fewer events than
+   its rule's ``minEvents`` is not judged for that sample (it counts as absent).
 2. Each smoothed signal with a rule gets a sub-score: 0 at ``warn``, rising linearly to
-   100 at ``critical``, clamped to 0-100.
-3. The node score is the weighted mean of the sub-scores of the signals present in the
-   newest sample; absent signals drop out and the remaining weights are renormalised.
-4. The score maps to a raw level by the cut-offs (None < low <= Low < medium <= Medium
-   < high <= High).
-5. Hysteresis, one assessment per accepted sample: the level rises to the lowest raw
-   level of the last ``raiseAfter`` assessments when that is above it, and falls to the
-   highest raw level of the last ``lowerAfter`` assessments when that is below it. So a
-   rise needs ``raiseAfter`` assessments in a row at or above the new level, a fall
-   ``lowerAfter`` in a row at or below it, and a worse input never gives a lower level.
+   100 at ``critical``, clamped to 0-100 and capped at the rule's ``maxScore``.
+3. Each dimension scores its worst signal (the highest sub-score); absent signals drop
+   out, so a missing signal never raises anything.
+4. The node score combines the dimensions (:func:`combine_dimensions`): the worst one, and
+   with ``combine: compound`` the dimensions at or above ``levels.low`` add up as
+   ``100 * (1 - prod(1 - score / 100))`` (two at 50 make 75). It maps to a raw level by
+   the cut-offs (None < low <= Low < medium <= Medium < high <= High).
+5. Hysteresis, one assessment per accepted sample: the level rises once the last
+   ``raiseAfter`` raw levels are all above None, to the lowest of the newest
+   ``raiseAfter - 1`` of them when that is above it (the first assessment of a run
+   usually covers part of an interval, so it counts for the run's length, not its
+   height); it falls to the highest raw level of the last ``lowerAfter`` assessments when
+   that is below it. A worse input never gives a lower level.
+   A node starts at None (also after being stale). A sample with no signal that can be
+   scored counts as None for the hysteresis.
 6. A node with no sample for ``staleAfterSeconds`` (analyzer clock) is Unknown; after
    ``forgetAfterSeconds`` it leaves the report. A node whose newest sample has no signal
    that can be scored is Unknown too.
@@ -25,6 +30,7 @@ Time is always passed in (``now``, seconds since the epoch), so results are dete
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,11 +39,13 @@ from operator import itemgetter
 from typing import Any
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
-from mco_py.analysis.status import bare_entry, fast_format_time, new_assessment, new_entry, rounded_signals
+from mco_py.analysis.status import bare_entry, fast_format_time, new_entry, rounded_signals
 from mco_py.model import (
+    NO_DIMENSIONS,
     ROUND_LIMIT,
     ROUNDER,
     SIGNAL_NAMES,
+    DimensionScore,
     Level,
     NodeAssessment,
     Report,
@@ -60,27 +68,8 @@ MAX_REASONS = 32
 MAX_REASON_CHARS = 512
 
 
-def sub_score(value: float, rule: SignalRule) -> float:
-    """0 at or below ``warn``, 100 at or above ``critical``, linear in between."""
-    if value <= rule.warn:
-        return 0.0
-    if value >= rule.critical:
-        return 100.0
-    return 100.0 * (value - rule.warn) / (rule.critical - rule.warn)
-
-
-def level_for_score(score: float, cutoffs: LevelCutoffs) -> Level:
-    """The raw level of a score: None < low <= Low < medium <= Medium < high <= High."""
-    if score >= cutoffs.high:
-        return Level.HIGH
-    if score >= cutoffs.medium:
-        return Level.MEDIUM
-    if score >= cutoffs.low:
-        return Level.LOW
-    return Level.NONE
-
-
 def _rank(score: float, cutoffs: LevelCutoffs) -> int:
+    """The raw level of a score as its index in :data:`RANKED_LEVELS`."""
     if score >= cutoffs.high:
         return 3
     if score >= cutoffs.medium:
@@ -90,31 +79,31 @@ def _rank(score: float, cutoffs: LevelCutoffs) -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True)
-class Contribution:
-    """One signal's part in a node score."""
+def combine_dimensions(scores: Sequence[float], cutoffs: LevelCutoffs, *, compound: bool) -> float:
+    """The node score of its dimension scores (each 0-100).
 
-    name: str
-    value: float
-    """Smoothed value."""
-    sub_score: float
-    weight: float
-    rule: SignalRule
+    ``compound=False``: the worst dimension. ``compound=True``: the dimensions at or above
+    ``cutoffs.low`` also add up, ``100 * (1 - prod(1 - s / 100))``, never below the worst one
+    (one dimension alone keeps its score; two at 50 make 75). Monotone in every dimension, and
+    leaving a dimension out never raises it.
+    """
+    worst = max(scores, default=0.0)
+    if not compound or worst < cutoffs.low:
+        return worst
+    calm = 1.0
+    elevated = 0
+    for score in scores:
+        if score >= cutoffs.low:
+            calm *= 1.0 - score / 100.0
+            elevated += 1
+    if elevated < 2:
+        return worst
+    return min(100.0, max(worst, 100.0 * (1.0 - calm)))
 
-    def describe(self) -> str:
-        """E.g. ``psiIoSomeAvg10=61.2 ≥ critical 50 (sub-score 100, weight 3)``."""
-        texts = _RuleTexts(self.rule)
-        if self.value >= self.rule.critical:
-            where = texts.critical
-        elif self.value > self.rule.warn:
-            where = texts.between
-        else:
-            where = texts.calm
-        return _describe(self.name, self.value, where, self.sub_score, texts.weight)
 
-
-def _describe(name: str, value: float, where: str, sub: float, weight: str) -> str:
-    return f"{name}={value:.4g} {where} (sub-score {sub:.0f}, weight {weight})"
+def _capped_sub_score(value: float, warn: float, critical: float, span: float, cap: float) -> float:
+    """The sub-score of ``value`` above ``warn``: linear to 100 at ``critical``, at most ``cap``."""
+    return min(cap, 100.0 if value >= critical else 100.0 * (value - warn) / span)
 
 
 _PERCENTS = tuple(str(i) for i in range(101))
@@ -124,60 +113,30 @@ _PERCENTS = tuple(str(i) for i in range(101))
 class _RuleTexts:
     """The parts of a reason that depend only on the rule (formatted once per rules version)."""
 
-    __slots__ = (
-        "between",
-        "between_line",
-        "calm",
-        "critical",
-        "critical_line",
-        "critical_tail",
-        "critical_value",
-        "rule",
-        "span",
-        "warn",
-        "weight",
-        "weight_line",
-    )
+    __slots__ = ("between_line", "cap", "critical_tail", "critical_value", "span", "tail", "warn")
 
-    def __init__(self, rule: SignalRule) -> None:
-        self.rule = rule
-        self.critical = f"≥ critical {rule.critical:g}"
-        self.between = f"> warn {rule.warn:g}, < critical {rule.critical:g}"
-        self.calm = f"≤ warn {rule.warn:g}"
-        self.weight = f"{rule.weight:g}"
-        self.span = rule.critical - rule.warn
-        # pieces of a reason line: f"{name}={value:.4g}{critical_line}{sub-score}{weight_line}"
-        self.critical_line = f" {self.critical} (sub-score "
-        self.between_line = f" {self.between} (sub-score "
-        self.weight_line = f", weight {self.weight})"
-        self.critical_tail = f"{self.critical_line}100{self.weight_line}"  # the sub-score at critical is 100
+    def __init__(self, rule: SignalRule, dimension: str) -> None:
+        # a reason line: f"{name}={value:.4g}{critical_tail}" or f"{name}={value:.4g}{between_line}{sub}{tail}"
+        capped = f", capped at {rule.max_score:g}" if rule.max_score < 100 else ""
+        self.tail = f"{capped})"
+        self.between_line = f" > warn {rule.warn:g}, < critical {rule.critical:g} ({dimension} sub-score "
+        self.critical_tail = f" ≥ critical {rule.critical:g} ({dimension} sub-score 100{self.tail}"
         self.warn = rule.warn
         self.critical_value = rule.critical
+        self.span = rule.critical - rule.warn
+        self.cap = rule.max_score
 
 
 def _rule_texts(rules: DetectionRules) -> dict[str, _RuleTexts]:
-    """Texts of every rule that scores (positive weight), by signal name."""
-    return {name: _RuleTexts(rule) for name, rule in rules.signals.items() if rule.weight > 0}
-
-
-_Spec = tuple[int, float, float, float, float]
-"""A known signal's rule as the hot loop reads it: minEvents, warn, critical, critical - warn, weight (0 unscored)."""
-
-
-def _signal_specs(rules: DetectionRules) -> dict[str, _Spec]:
-    """Every known signal's :data:`_Spec` (a signal without a rule is smoothed, never judged nor scored)."""
-    out: dict[str, _Spec] = {}
-    for name in SIGNAL_NAMES:
-        rule = rules.signals.get(name)
-        if rule is None:
-            out[name] = (0, 0.0, 0.0, 0.0, 0.0)
-        else:
-            out[name] = (rule.min_events, rule.warn, rule.critical, rule.critical - rule.warn, max(rule.weight, 0.0))
-    return out
+    """Texts of every rule that scores (positive ``maxScore``), by signal name."""
+    return {
+        name: _RuleTexts(rule, rules.dimension_of[name]) for name, rule in rules.signals.items() if rule.max_score > 0
+    }
 
 
 def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -> list[str]:
-    """``Contribution.describe()`` of the scored signals above warn, worst first (same as ``_hot``)."""
+    """One line per scored signal above warn, the highest sub-score first (ties in the order of ``values``),
+    e.g. ``psiCpuSomeRate=78.5 ≥ critical 50 (cpu sub-score 100)``."""
     hot: list[tuple[float, str]] = []
     percents = _PERCENTS
     for name, value in values.items():
@@ -185,35 +144,36 @@ def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -
         if text is None or value <= text.warn:
             continue
         if value >= text.critical_value:
-            hot.append((100.0, f"{name}={value:.4g}{text.critical_tail}"))
+            hot.append((min(100.0, text.cap), f"{name}={value:.4g}{text.critical_tail}"))
         else:
             sub = 100.0 * (value - text.warn) / text.span
             pct = percents[int(sub + ROUNDER - ROUNDER)] if 0.0 <= sub <= 100.0 else f"{sub:.0f}"
-            hot.append((sub, f"{name}={value:.4g}{text.between_line}{pct}{text.weight_line}"))
+            hot.append((min(sub, text.cap), f"{name}={value:.4g}{text.between_line}{pct}{text.tail}"))
     if len(hot) > 1:
         hot.sort(key=itemgetter(0), reverse=True)  # stable: ties keep the order of ``values``
     return [line for _, line in hot]
 
 
-def score_signals(values: Mapping[str, float], rules: DetectionRules) -> tuple[float | None, list[Contribution]]:
-    """Weighted mean of sub-scores over ``values`` that have a rule with a positive weight.
+_Spec = tuple[int, float, float, float, float, int, float, int]
+"""A known signal's rule as the hot loop reads it: minEvents, warn, critical, critical - warn, maxScore
+(0: unscored), dimension index (-1: none), EWMA alpha (0: moving window), window size."""
 
-    Returns ``(None, [])`` when no signal can be scored.
-    """
-    total = 0.0
-    weights = 0.0
-    parts: list[Contribution] = []
-    for name, value in values.items():
+
+def _signal_specs(rules: DetectionRules) -> dict[str, _Spec]:
+    """Every known signal's :data:`_Spec` (a signal without a rule is smoothed, never judged nor scored)."""
+    index = {dim.name: i for i, dim in enumerate(rules.dimensions)}
+    out: dict[str, _Spec] = {}
+    for name in SIGNAL_NAMES:
+        smoothing = rules.smoothing_of(name)
+        alpha = smoothing.alpha if smoothing.method == "ewma" else 0.0
         rule = rules.signals.get(name)
-        if rule is None or rule.weight <= 0:
-            continue
-        sub = sub_score(value, rule)
-        total += sub * rule.weight
-        weights += rule.weight
-        parts.append(Contribution(name, value, sub, rule.weight, rule))
-    if weights <= 0:
-        return None, []
-    return min(100.0, max(0.0, total / weights)), parts
+        if rule is None:
+            out[name] = (0, 0.0, 0.0, 0.0, 0.0, -1, alpha, smoothing.window)
+        else:
+            span = rule.critical - rule.warn
+            dim = index[rules.dimension_of[name]]
+            out[name] = (rule.min_events, rule.warn, rule.critical, span, rule.max_score, dim, alpha, smoothing.window)
+    return out
 
 
 def _unjudged(reading: SignalReading, rules: DetectionRules) -> str:
@@ -248,13 +208,20 @@ _Why = tuple[
     Sequence[SignalReading],  # absent
     float,  # changed_at
     str,  # changed_how
+    Mapping[str, DimensionScore],  # dimensions above 0, worst first
 ]
 """A node's state as its reasons read it (:meth:`Scorer._why`): the rules and texts in force, then the node's fields."""
 
 
+def _dimensions_text(dimensions: Mapping[str, DimensionScore]) -> str:
+    """``cpu High 100, io Low 31`` (worst first)."""
+    ranked = sorted(dimensions.items(), key=lambda item: item[1].score, reverse=True)
+    return ", ".join(f"{name} {d.level.value} {d.score:.0f}" for name, d in ranked)
+
+
 def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
     """Why the node is where it is. None nodes list only signals above warn (keeps the report small)."""
-    rules, texts, scorable, rank, score, values, unjudged, absent, changed_at, changed_how = why
+    rules, texts, scorable, rank, score, values, unjudged, absent, changed_at, changed_how, dimensions = why
     if scorable and rank == 0 and score <= 0 and not unjudged and not headline:
         return ()  # the common calm node: nothing above warn, nothing to say
     out: list[str] = []
@@ -265,10 +232,13 @@ def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
     else:
         if rank > 0 or headline:
             raw = _rank(score, rules.levels)
-            out.append(
+            line = (
                 f"level {_RANK_TEXT[rank]} since {fast_format_time(changed_at)} "
                 f"({changed_how}); score {score:.1f} now (raw level {_RANK_TEXT[raw]})"
             )
+            if dimensions:
+                line += f"; dimensions now: {_dimensions_text(dimensions)}"
+            out.append(line)
         out += _hot_reasons(values, texts)
         if unjudged:
             out.extend(_unjudged(r, rules) for r in unjudged)
@@ -280,8 +250,9 @@ def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
 
 
 _new = object.__new__
-_set_name, _set_level, _set_score, _set_signals, _set_time = (
-    NodeAssessment.__dict__[f].__set__ for f in ("name", "level", "score", "signals", "last_sample_time")
+_FIELDS = ("name", "level", "score", "signals", "last_sample_time", "dominant", "dimensions")
+_set_name, _set_level, _set_score, _set_signals, _set_time, _set_dominant, _set_dimensions = (
+    NodeAssessment.__dict__[f].__set__ for f in _FIELDS
 )
 _reasons_slot = NodeAssessment.__dict__["reasons"]
 _get_reasons, _put_reasons = _reasons_slot.__get__, _reasons_slot.__set__
@@ -290,7 +261,7 @@ _get_reasons, _put_reasons = _reasons_slot.__get__, _reasons_slot.__set__
 class _LazyReasons(NodeAssessment):
     """A fresh assessment whose reasons are formatted when first read, from the node's state as it was
     when assessed. In cluster mode the size budget drops the detail of most nodes, whose reasons would
-    otherwise be formatted for nothing (≈ 13 µs per node above warn).
+    otherwise be formatted for nothing.
 
     Equal to the :class:`NodeAssessment` with the same fields (either way round); copies and pickles
     as one. Two threads reading the reasons at once both format the same tuple.
@@ -300,22 +271,36 @@ class _LazyReasons(NodeAssessment):
 
     _pending: _Why | None
 
+    def _fields(self) -> tuple[object, ...]:
+        return (
+            self.name,
+            self.level,
+            self.score,
+            self.signals,
+            self.last_sample_time,
+            self.reasons,
+            self.dominant,
+            self.dimensions,
+        )
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, NodeAssessment):
             return NotImplemented
-        return (self.name, self.level, self.score, self.signals, self.last_sample_time, self.reasons) == (
+        return self._fields() == (
             other.name,
             other.level,
             other.score,
             other.signals,
             other.last_sample_time,
             other.reasons,
+            other.dominant,
+            other.dimensions,
         )
 
     __hash__ = NodeAssessment.__hash__
 
     def __reduce__(self) -> tuple[type[NodeAssessment], tuple[object, ...]]:
-        return NodeAssessment, (self.name, self.level, self.score, self.signals, self.last_sample_time, self.reasons)
+        return NodeAssessment, self._fields()
 
     @property
     def reasons(self) -> tuple[str, ...]:
@@ -335,16 +320,15 @@ class _LazyReasons(NodeAssessment):
 _set_pending = _LazyReasons.__dict__["_pending"].__set__
 
 
-def _lazy_assessment(name: str, level: Level, last_sample_time: float, why: _Why) -> NodeAssessment:
-    """The node's assessment (score and signals from ``why``), its reasons formatted on first read."""
-    item: _LazyReasons = _new(_LazyReasons)
+def _fill(item: NodeAssessment, name: str, level: Level, node: _Node) -> None:
+    """Set ``item``'s fields (all but the reasons) from ``node``'s state."""
     _set_name(item, name)
     _set_level(item, level)
-    _set_score(item, why[4])
-    _set_signals(item, why[5])
-    _set_time(item, last_sample_time)
-    _set_pending(item, why)
-    return item
+    _set_score(item, node.score)
+    _set_signals(item, node.values)
+    _set_time(item, node.last_sample_time)
+    _set_dominant(item, node.dominant)
+    _set_dimensions(item, node.dimensions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +341,8 @@ class LevelChange:
     new: Level
     score: float
     reasons: tuple[str, ...]
+    dominant: str = ""
+    """The worst dimension now (empty when every dimension scores 0)."""
 
 
 class _Node:
@@ -367,6 +353,8 @@ class _Node:
         "assessment",
         "changed_at",
         "changed_how",
+        "dimensions",
+        "dominant",
         "ewma",
         "history",
         "kept_bare",
@@ -391,6 +379,10 @@ class _Node:
         self.rounded: dict[str, float] = {}
         """``values`` as the report shows them (:func:`~mco_py.analysis.status.rounded_signals`), made
         while smoothing: the values are in the CPU cache then, at report time they are not."""
+        self.dimensions: Mapping[str, DimensionScore] = NO_DIMENSIONS
+        """The dimensions scoring above 0 in the newest sample (never mutated: replaced)."""
+        self.dominant = ""
+        """The worst of ``dimensions``; empty when there is none."""
         self.kept_item: NodeAssessment | None = None
         self.kept_rounded: dict[str, float] = {}
         """``rounded`` as it was when ``kept_item``, the last fresh assessment, was made (both written
@@ -430,11 +422,18 @@ class Scorer:
 
     def __init__(self, rules: DetectionRules) -> None:
         self._rules = rules
-        self._texts = _rule_texts(rules)
-        self._specs = _signal_specs(rules)
+        self._compile()
         self._nodes: dict[str, _Node] = {}
         self._order: list[tuple[str, _Node]] | None = None
         """Nodes sorted by name; None after a node came, went or was replaced (resumed after stale)."""
+
+    def _compile(self) -> None:
+        """What the hot loop reads of the rules in force."""
+        rules = self._rules
+        self._texts = _rule_texts(rules)
+        self._specs = _signal_specs(rules)
+        self._dim_names = tuple(dim.name for dim in rules.dimensions)
+        self._compound = rules.combine == "compound"
 
     @property
     def rules(self) -> DetectionRules:
@@ -442,18 +441,17 @@ class Scorer:
         return self._rules
 
     def set_rules(self, rules: DetectionRules) -> None:
-        """Switch rules; smoothing restarts when its settings changed, hysteresis keeps its history."""
+        """Switch rules; smoothing restarts where its settings changed, hysteresis keeps its history."""
         old = self._rules
         self._rules = rules
-        self._texts = _rule_texts(rules)
-        self._specs = _signal_specs(rules)
-        smoothing_changed = old.smoothing != rules.smoothing
+        self._compile()
+        changed = [name for name in SIGNAL_NAMES if old.smoothing_of(name) != rules.smoothing_of(name)]
         history_len = self._history_len()
         self.drop_kept_assessments()  # reasons quote the rules
         for node in self._nodes.values():
-            if smoothing_changed:
-                node.ewma.clear()
-                node.windows.clear()
+            for name in changed:
+                node.ewma.pop(name, None)
+                node.windows.pop(name, None)
             if node.history.maxlen != history_len:
                 node.history = deque(node.history, maxlen=history_len)
 
@@ -528,18 +526,18 @@ class Scorer:
         node.assessment = None
         node.last_sample_time = max(node.last_sample_time, timestamp)
         score = self._smooth(node, values, events, absent)
+        node.scorable = score is not None
         if score is None:
-            node.scorable = False
-            return self._change(name, node, old_level)
-        node.scorable = True
-        node.score = score
-        raw = _rank(score, rules.levels)
+            raw = 0  # nothing to judge: no evidence of interference (the level shows Unknown meanwhile)
+        else:
+            node.score = score
+            raw = _rank(score, rules.levels)
         node.history.append(raw)
-        if node.rank < 0:
-            node.rank = raw
+        if node.rank < 0:  # a node starts at None and rises by the same rule as later
+            node.rank = 0
             node.changed_how = "first assessment after the node was stale" if resumed else "first assessment"
             node.changed_at = now
-        elif raw != node.rank:  # an assessment at the current level moves nothing
+        if raw != node.rank:  # an assessment at the current level moves nothing
             self._move(node, now)
         return self._change(name, node, old_level)
 
@@ -550,70 +548,94 @@ class Scorer:
         events: Mapping[str, int] | None,
         absent: Sequence[SignalReading],
     ) -> float | None:
-        """Update the node's smoothed values; note absent and unjudged signals; return the node score.
+        """Update the node's smoothed values and dimensions; note absent and unjudged signals; return
+        the node score (None when no signal could be scored).
 
-        One pass does what :func:`score_signals` does on the smoothed values (same arithmetic,
-        same order): the weighted mean of the sub-scores, None when no signal can be scored.
+        The sub-score arithmetic is :func:`~tests.analysis.oracle.score_values`' (a property test
+        holds the two equal), done here while each value is at hand.
         """
         specs = self._specs
-        smoothing = self._rules.smoothing
-        use_ewma = smoothing.method == "ewma"
-        alpha = smoothing.alpha
         ewma = node.ewma
         smoothed: dict[str, float] = {}
         rounded: dict[str, float] = {}
         unjudged: list[SignalReading] | None = None
-        total = 0.0
-        weights = 0.0
+        dims: list[float] | None = None  # made for the first signal above warn
+        scored = False
         for name, sent in values.items():
             spec = specs.get(name)
             if spec is None:
                 continue  # a newer collector's signal: not stored, not scored
-            min_events, warn, critical, span, weight = spec
+            min_events, warn, critical, span, cap, dim, alpha, window = spec
             if min_events and events:
                 count = events.get(name)
                 if count is not None and count < min_events:
                     unjudged = [*(unjudged or ()), SignalReading(name, sent, events=count)]
                     continue
-            if use_ewma:
+            if alpha:
                 prev = ewma.get(name)
                 value = sent if prev is None else prev + alpha * (sent - prev)
                 ewma[name] = value
             else:
-                value = _window_mean(node, name, sent, smoothing.window)
+                value = _window_mean(node, name, sent, window)
             smoothed[name] = value
-            if -_ROUNDED_LIMIT < value < _ROUNDED_LIMIT:  # rounded_signals(), inlined
+            if -_ROUNDED_LIMIT < value < _ROUNDED_LIMIT:  # the rounding of rounded_signals()
                 rounded[name] = (value * 1e4 + ROUNDER - ROUNDER) / 1e4
             else:
                 _round_into(rounded, name, value)
-            if weight > 0:
-                if value >= critical:
-                    total += 100.0 * weight
-                elif value > warn:
-                    total += 100.0 * (value - warn) / span * weight
-                weights += weight
+            if cap > 0:
+                scored = True
+                if value > warn:  # rare: most signals of most nodes are calm
+                    if dims is None:
+                        dims = [0.0] * len(self._dim_names)
+                    dims[dim] = max(dims[dim], _capped_sub_score(value, warn, critical, span, cap))
         node.values = smoothed
         node.rounded = rounded
         node.absent = [r for r in absent if r.name in KNOWN_SIGNALS] if absent else ()
         node.unjudged = unjudged or ()
-        if weights <= 0:
-            return None
-        return min(100.0, max(0.0, total / weights))
+        return self._judge(node, dims) if scored else None
+
+    def _judge(self, node: _Node, dims: Sequence[float] | None) -> float:
+        """Set the node's dimensions from their scores (None: all 0) and return the node score."""
+        if dims is None:  # the common calm node
+            node.dimensions, node.dominant = NO_DIMENSIONS, ""
+            return 0.0
+        node.dimensions, node.dominant = self._dimension_scores(dims)
+        return combine_dimensions(dims, self._rules.levels, compound=self._compound)
+
+    def _dimension_scores(self, dims: Sequence[float]) -> tuple[Mapping[str, DimensionScore], str]:
+        """The dimensions scoring above 0 (in rules order) and the worst of them (the first on ties)."""
+        levels = self._rules.levels
+        out: dict[str, DimensionScore] = {}
+        worst, dominant = 0.0, ""
+        for name, score in zip(self._dim_names, dims, strict=True):
+            if score > 0.0:
+                out[name] = DimensionScore(RANKED_LEVELS[_rank(score, levels)], score)
+                if score > worst:
+                    worst, dominant = score, name
+        return (out or NO_DIMENSIONS), dominant
 
     def _move(self, node: _Node, now: float) -> None:
-        """Hysteresis: rise to the lowest of the last raiseAfter, fall to the highest of the last lowerAfter."""
+        """Hysteresis (see the module doc): rise after raiseAfter assessments above None to the lowest
+        of the newest raiseAfter - 1; fall to the highest of the last lowerAfter."""
         hyst = self._rules.hysteresis
-        hist = list(node.history)
+        hist = node.history
         n = len(hist)
-        up_n = min(n, hyst.raise_after)
-        down_n = min(n, hyst.lower_after)
-        up = min(hist[n - up_n :])
-        down = max(hist[n - down_n :])
+        up_n, down_n = hyst.raise_after, hyst.lower_after
+        up = -1
+        if n >= up_n and min(itertools.islice(hist, n - up_n, n)) > 0:
+            up = min(itertools.islice(hist, n - max(1, up_n - 1), n))
         if up > node.rank:
             node.rank = up
-            node.changed_how = f"raised after {up_n} assessment(s) at or above {RANKED_LEVELS[up].value}"
+            node.changed_how = (
+                f"raised after {up_n} assessment(s) above None, the newest {max(1, up_n - 1)} "
+                f"at or above {RANKED_LEVELS[up].value}"
+            )
             node.changed_at = now
-        elif down < node.rank:
+            return
+        if n < down_n:
+            return
+        down = max(itertools.islice(hist, n - down_n, n))
+        if down < node.rank:
             node.rank = down
             node.changed_how = f"lowered after {down_n} assessment(s) at or below {RANKED_LEVELS[down].value}"
             node.changed_at = now
@@ -622,7 +644,7 @@ class Scorer:
         new = self._level_of(node)
         if new is old:
             return None
-        return LevelChange(name, old, new, node.score, self._reasons(node, headline=True))
+        return LevelChange(name, old, new, node.score, self._reasons(node, headline=True), node.dominant)
 
     def _level_of(self, node: _Node) -> Level:
         if not node.scorable or node.rank < 0:
@@ -646,6 +668,7 @@ class Scorer:
             node.absent,
             node.changed_at,
             node.changed_how,
+            node.dimensions,
         )
 
     def _stale(self, name: str, node: _Node, silent: float) -> NodeAssessment:
@@ -659,6 +682,8 @@ class Scorer:
             signals=node.values,
             last_sample_time=node.last_sample_time,
             reasons=(f"no sample for {silent:.0f}s (staleAfterSeconds {stale_after:g}); last level {last}",),
+            dominant=node.dominant,
+            dimensions=node.dimensions,
         )
 
     def assess(
@@ -750,25 +775,14 @@ class Scorer:
             calm = node.rank == 0 and node.score <= 0 and not node.unjudged
         else:
             level, calm = Level.UNKNOWN, False
-        if calm:  # new_assessment(), inlined for the most common case
+        if calm or not lazy_reasons:
             item = _new(NodeAssessment)
-            _set_name(item, name)
-            _set_level(item, level)
-            _set_score(item, node.score)
-            _set_signals(item, node.values)
-            _set_time(item, node.last_sample_time)
-            _put_reasons(item, ())
-        elif not lazy_reasons:
-            item = new_assessment(
-                name,
-                level,
-                node.score,
-                signals=node.values,
-                last_sample_time=node.last_sample_time,
-                reasons=self._reasons(node),
-            )
+            _fill(item, name, level, node)
+            _put_reasons(item, () if calm else self._reasons(node))
         else:
-            item = _lazy_assessment(name, level, node.last_sample_time, self._why(node))
+            item = _new(_LazyReasons)
+            _fill(item, name, level, node)
+            _set_pending(item, self._why(node))
         node.assessment = item
         node.kept_item = item
         node.kept_rounded = node.rounded

@@ -15,7 +15,18 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from mco_py.model import ROUND_LIMIT, ROUNDER, Level, NodeAssessment, Report, format_time, round_to
+from mco_py.model import (
+    NO_DIMENSIONS,
+    ROUND_LIMIT,
+    ROUNDER,
+    DimensionScore,
+    Level,
+    NodeAssessment,
+    Report,
+    dimensions_to_dict,
+    format_time,
+    round_to,
+)
 
 _LEVEL_KEY = {level.value: level.value.lower() for level in Level}
 """Summary key by level text. (Hot loops read ``level._value_``: hashing an enum member runs Python code.)"""
@@ -36,8 +47,9 @@ def _second(whole: int) -> str:
 
 
 _new = object.__new__
-_set_name, _set_level, _set_score, _set_signals, _set_time, _set_reasons = (
-    NodeAssessment.__dict__[f].__set__ for f in ("name", "level", "score", "signals", "last_sample_time", "reasons")
+_FIELDS = ("name", "level", "score", "signals", "last_sample_time", "reasons", "dominant", "dimensions")
+_set_name, _set_level, _set_score, _set_signals, _set_time, _set_reasons, _set_dominant, _set_dimensions = (
+    NodeAssessment.__dict__[f].__set__ for f in _FIELDS
 )
 
 
@@ -49,6 +61,8 @@ def new_assessment(
     signals: Mapping[str, float] | None = None,
     last_sample_time: float | None = None,
     reasons: tuple[str, ...] = (),
+    dominant: str = "",
+    dimensions: Mapping[str, DimensionScore] = NO_DIMENSIONS,
 ) -> NodeAssessment:
     """``NodeAssessment(...)`` without the frozen-dataclass ``__init__`` (half the cost: the report
     makes one per fresh node)."""
@@ -59,6 +73,8 @@ def new_assessment(
     _set_signals(item, {} if signals is None else signals)
     _set_time(item, last_sample_time)
     _set_reasons(item, reasons)
+    _set_dominant(item, dominant)
+    _set_dimensions(item, dimensions)
     return item
 
 
@@ -104,6 +120,10 @@ def new_entry(
         if -ROUND_LIMIT < score < ROUND_LIMIT
         else round_to(item.score, 100.0),
     }
+    if item.dominant:
+        out["dominant"] = item.dominant
+    if item.dimensions:
+        out["dimensions"] = dimensions_to_dict(item.dimensions)
     if signals is not None:
         out["signals"] = signals
     if item.last_sample_time is not None:
@@ -114,7 +134,8 @@ def new_entry(
 
 def bare_entry(item: NodeAssessment) -> dict[str, Any]:
     """The entry of ``item`` without signals and reasons (the size fit's stripped entry; the full
-    entry when ``item`` has no detail). May be shared between reports: never mutate it."""
+    entry when ``item`` has no detail; the dimensions stay). May be shared between reports: never
+    mutate it."""
     return new_entry(item, None, [])
 
 

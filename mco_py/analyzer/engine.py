@@ -84,6 +84,11 @@ class Engine:
         self.max_nodes = max_nodes
         self._status = StatusCache()  # (the scorer lists the rounded signals: no lookup hint needed)
         """Report entries of unchanged nodes; used only by :meth:`build_report` (one report thread)."""
+        self.level_changed = threading.Event()
+        """Set when a sample changed a node's level (the report loop writes early then)."""
+        self.rules_generation = 0
+        """Counts rules changes (streams re-send :meth:`send_early_thresholds` when it moves)."""
+        self._thresholds = send_early_thresholds(rules)
         metrics.rules.info({"version": rules.version})
 
     @property
@@ -93,7 +98,14 @@ class Engine:
     def set_rules(self, rules: DetectionRules) -> None:
         with self._lock:
             self._scorer.set_rules(rules)
+            self._thresholds = send_early_thresholds(rules)
+            self.rules_generation += 1
         self.metrics.rules.info({"version": rules.version})
+
+    def send_early_thresholds(self) -> tuple[int, dict[str, float]]:
+        """The rules generation and the signal values above which collectors send at once."""
+        with self._lock:
+            return self.rules_generation, self._thresholds
 
     def accept(
         self, samples: Iterable[Sample], outcome: Outcome, *, allowed_nodes: frozenset[str] | None = None
@@ -190,13 +202,20 @@ class Engine:
 
     def _finish(self, outcome: Outcome, changes: list[LevelChange]) -> None:
         self.count(outcome)
+        if changes:
+            self.level_changed.set()
         for change in changes:
             log.info(
                 "node %s: level %s -> %s",
                 change.node,
                 change.old.value if change.old else "(new)",
                 change.new.value,
-                extra={"node": change.node, "score": round(change.score, 1), "reasons": "; ".join(change.reasons)},
+                extra={
+                    "node": change.node,
+                    "score": round(change.score, 1),
+                    "dominant": change.dominant,
+                    "reasons": "; ".join(change.reasons),
+                },
             )
 
     def count(self, outcome: Outcome) -> None:
@@ -235,7 +254,7 @@ class Engine:
                 status["nodes"] = entries
                 fitted = Fitted(report, 0, status=status)
         self.metrics.generation.observe(time.perf_counter() - started)
-        self.metrics.publish_nodes(report.nodes)
+        self.metrics.publish_nodes(report.nodes, [dim.name for dim in self.rules.dimensions])
         self.metrics.detail_dropped.set(fitted.detail_dropped)
         self.metrics.nodes_dropped.set(len(fitted.nodes_dropped))
         if fitted.size:
@@ -249,6 +268,11 @@ class Engine:
                 extra={"budget_bytes": self.status_budget},
             )
         return fitted
+
+
+def send_early_thresholds(rules: DetectionRules) -> dict[str, float]:
+    """Each scored signal's warn value: above it a sample may change a level, so it is worth sending at once."""
+    return {name: rule.warn for name, rule in rules.signals.items() if rule.max_score > 0}
 
 
 #: Every this many promotions a full collection runs instead (every 5 minutes at the 5 s report

@@ -73,6 +73,9 @@ class Settings:
     """Port of the /metrics endpoint."""
     report_interval: float = 5.0
     """Seconds between reports (written even when nothing changed)."""
+    report_min_interval: float = 1.0
+    """After a node's level changed the next report is written this long after the previous one
+    rather than a whole reportInterval later (0: only every reportInterval)."""
     identity: str = ""
     """This replica's name in the report and the Lease (default: host name)."""
     lease_name: str = "mco-analyzer"
@@ -175,6 +178,8 @@ def load_settings(args: argparse.Namespace) -> Settings:
     for name in ("report_interval", "rules_interval", "lease_duration"):
         if getattr(settings, name) <= 0:
             raise ConfigError(f"{_camel(name)} must be positive, got {getattr(settings, name)}")
+    if settings.report_min_interval < 0:
+        raise ConfigError(f"reportMinInterval must be 0 or more, got {settings.report_min_interval}")
     if not settings.identity:
         settings = dataclasses.replace(settings, identity=socket.gethostname())
     return settings
@@ -195,6 +200,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-host", dest="metrics_host", help="metrics address")
     parser.add_argument("--metrics-port", dest="metrics_port", type=int, help="metrics port (0: any free port)")
     parser.add_argument("--report-interval", dest="report_interval", type=float, help="seconds between reports")
+    parser.add_argument(
+        "--report-min-interval",
+        dest="report_min_interval",
+        type=float,
+        help="after a level change, report this long after the previous report (default 1; 0: no early reports)",
+    )
     parser.add_argument("--identity", help="replica name (default host name)")
     parser.add_argument("--lease-name", dest="lease_name", help="cluster: leader-election Lease name")
     parser.add_argument("--lease-duration", dest="lease_duration", type=float, help="cluster: lease seconds")
@@ -303,7 +314,13 @@ def serve(settings: Settings, *, registry: CollectorRegistry, stop: threading.Ev
             max_message_bytes=settings.max_message_bytes,
         )
         parts.stops.append(server.stop)
-        loop = ReportLoop(engine, store, interval=settings.report_interval, is_leader=is_leader)
+        loop = ReportLoop(
+            engine,
+            store,
+            interval=settings.report_interval,
+            min_interval=settings.report_min_interval,
+            is_leader=is_leader,
+        )
         loop.start()
         parts.stops.append(loop.stop)
         log.info(

@@ -9,13 +9,21 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mco_py.analysis.samples import REJECT_REASONS
-from mco_py.model import NodeAssessment
+from mco_py.model import Level, NodeAssessment
 
 RELOAD_RESULTS = ("success", "unchanged", "invalid", "missing", "error")
 
 
+LEVEL_METRIC = "mco_node_interference_level"
+
+
 class _NodeSeries(Collector):
     """``mco_node_interference_level`` and ``_score`` per node, read from the last report at scrape time.
+
+    The level has one series per node (label ``node``: the node level) and one per node and
+    dimension of the rules (labels ``node`` and ``dimension``; a dimension missing from a node's
+    assessment is at None, an Unknown node's dimensions are Unknown). Select the node levels with
+    ``{dimension=""}``.
 
     Setting 20,000 labelled gauges after every build cost more than the build of the
     unchanged report; a scrape (every 15-60 s) walks the node list once instead.
@@ -23,18 +31,30 @@ class _NodeSeries(Collector):
 
     def __init__(self) -> None:
         self.nodes: Sequence[NodeAssessment] = ()
+        self.dimensions: Sequence[str] = ()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        nodes = self.nodes  # one reference read: a concurrent publish swaps the whole tuple
+        nodes, dimensions = self.nodes, self.dimensions  # a concurrent publish swaps whole tuples
         level = GaugeMetricFamily(
-            "mco_node_interference_level",
-            "Interference level per node: None=0, Low=1, Medium=2, High=3, Unknown=-1",
+            LEVEL_METRIC,
+            "Interference level per node, and per node and dimension: None=0, Low=1, Medium=2, High=3, Unknown=-1",
             labels=["node"],
         )
         score = GaugeMetricFamily("mco_node_interference_score", "Interference score per node, 0-100", labels=["node"])
+        unknown = Level.UNKNOWN
         for item in nodes:
-            level.add_metric([item.name], item.level.code)
-            score.add_metric([item.name], item.score)
+            name = item.name
+            code = item.level.code
+            level.add_metric([name], code)
+            score.add_metric([name], item.score)
+            dims = item.dimensions
+            for dim in dimensions:
+                if item.level is unknown:
+                    value = code
+                else:
+                    found = dims.get(dim)
+                    value = 0 if found is None else found.level.code
+                level.add_sample(LEVEL_METRIC, {"node": name, "dimension": dim}, value)
         yield level
         yield score
 
@@ -104,7 +124,9 @@ class AnalyzerMetrics:
         for result in RELOAD_RESULTS:
             self.rules_reloads.labels(result)
 
-    def publish_nodes(self, nodes: tuple[NodeAssessment, ...]) -> None:
-        """Per-node series for exactly ``nodes`` from now on (forgotten nodes vanish with them)."""
-        self._node_series.nodes = nodes
+    def publish_nodes(self, nodes: tuple[NodeAssessment, ...], dimensions: Sequence[str] = ()) -> None:
+        """Per-node series for exactly ``nodes`` from now on (forgotten nodes vanish with them), and
+        per node and each of ``dimensions`` (the rules' dimension names)."""
+        series = self._node_series
+        series.nodes, series.dimensions = nodes, tuple(dimensions)
         self.nodes.set(len(nodes))

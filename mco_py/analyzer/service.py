@@ -73,7 +73,11 @@ def cert_node_names(auth_context: Mapping[str, Iterable[bytes]]) -> frozenset[st
 
 
 class AnalyzerServicer(pb_grpc.AnalyzerServicer):
-    """Decodes batches, lets the engine score them, acks each batch with its rejections."""
+    """Decodes batches, lets the engine score them, acks each batch with its rejections.
+
+    The first message on a stream, and the one after an ack whenever the rules changed, is
+    :func:`codec.send_early`: the warn values of the rules in force.
+    """
 
     def __init__(
         self,
@@ -139,7 +143,9 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         engine = self.engine
         engine.metrics.collectors.inc()
         collector = ""
+        generation, above = engine.send_early_thresholds()
         try:
+            yield codec.send_early(above)
             async for batch in request_iterator:
                 collector = batch.collector[:253]
                 if batch.dropped_since_last:
@@ -158,6 +164,9 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
                             extra={"collector": collector, "reason": reason},
                         )
                 yield codec.ack(batch.sequence, outcome.accepted, outcome.rejected, outcome.reasons.values())
+                if engine.rules_generation != generation:
+                    generation, above = engine.send_early_thresholds()
+                    yield codec.send_early(above)
         finally:
             engine.metrics.collectors.dec()
             log.debug("collector stream closed", extra={"collector": collector})

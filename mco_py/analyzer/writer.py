@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from mco_py.analysis.report_size import Fitted
@@ -25,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class ReportLoop:
-    """Runs :meth:`tick` every ``interval`` seconds in a daemon thread."""
+    """Runs :meth:`tick` every ``interval`` seconds in a daemon thread, and sooner (``min_interval``
+    after the previous tick) when a sample changed a node's level."""
 
     def __init__(
         self,
@@ -33,11 +35,15 @@ class ReportLoop:
         store: ReportStore,
         *,
         interval: float = 5.0,
+        min_interval: float = 1.0,
         is_leader: Callable[[], bool] = lambda: True,
     ) -> None:
         self.engine = engine
         self.store = store
         self.interval = interval
+        self.min_interval = min_interval
+        """After a level change the next report comes this long after the previous one (0: only
+        every ``interval``)."""
         self.is_leader = is_leader
         self._once = OnceFilter()
         self._failing = False
@@ -80,16 +86,30 @@ class ReportLoop:
     def start(self) -> None:
         def loop() -> None:
             while not self._stop.is_set():
+                started = time.monotonic()
+                self.engine.level_changed.clear()  # a change from here on is in this report or wakes the next
                 try:
                     self.tick()
                 except Exception:  # the loop must outlive any bug in one round
                     log.exception("report round failed")
-                self._stop.wait(self.interval)
+                self._pause(started)
 
         self._thread = threading.Thread(target=loop, name="report-loop", daemon=True)
         self._thread.start()
 
+    def _pause(self, started: float) -> None:
+        """Until ``interval`` after ``started``, or ``min_interval`` after it once a level changed."""
+        if 0 < self.min_interval < self.interval:
+            if self._stop.wait(max(0.0, started + self.min_interval - time.monotonic())):
+                return
+            left = started + self.interval - time.monotonic()
+            if left > 0:
+                self.engine.level_changed.wait(left)
+            return
+        self._stop.wait(max(0.0, started + self.interval - time.monotonic()))
+
     def stop(self) -> None:
         self._stop.set()
+        self.engine.level_changed.set()  # wakes the pause
         if self._thread:
             self._thread.join(timeout=self.interval + 10)

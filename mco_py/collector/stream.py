@@ -3,7 +3,9 @@
 One :class:`AnalyzerStream` per analyzer address (collectors stream to every
 replica), on grpc.aio in its own thread. Each keeps a bounded send buffer (oldest sample dropped and counted
 when full), runs ``Analyzer.StreamSamples`` in its own thread and re-opens it
-after failures with exponential backoff and jitter. Optional TLS/mTLS and a
+after failures with exponential backoff and jitter. Samples are batched by the flush
+interval, except that a sample with a signal above the analyzer's SendEarly value (the
+rules' warn), and the first one after, goes at once. Optional TLS/mTLS and a
 bearer token (``authorization: Bearer <token>``, read from a file at each
 connect so it can be rotated).
 """
@@ -14,9 +16,10 @@ import asyncio
 import collections
 import contextlib
 import logging
+import math
 import random
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +68,15 @@ def sample_to_proto(sample: NodeSample) -> pb.Sample:
         signals=[reading_to_proto(r) for r in sample.readings],
         interval_ms=max(0, round(sample.interval * 1000)),
     )
+
+
+def is_hot(values: Mapping[str, float], above: Mapping[str, float]) -> bool:
+    """True when a signal of ``values`` is above its value in ``above``."""
+    for name, limit in above.items():
+        value = values.get(name)
+        if value is not None and value > limit:
+            return True
+    return False
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -135,6 +147,11 @@ class AnalyzerStream:
         self._wake: asyncio.Event | None = None
         self._acked_all: asyncio.Event | None = None  # set once nothing is in flight (the last flush)
         self._idle = False  # the writer waits for a sample: publish() must wake it
+        self._flushing = False  # the writer lets samples gather: only an urgent one wakes it
+        self._urgent: asyncio.Event | None = None
+        self._above: dict[str, float] = {}
+        """Signal values above which a sample goes at once (the analyzer's SendEarly); empty: batch all."""
+        self._was_hot = False
         self._stopping: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._thread_main, name=f"stream-{target}", daemon=True)
 
@@ -142,16 +159,26 @@ class AnalyzerStream:
         """Start the connect/stream loop."""
         self._thread.start()
 
-    def publish(self, sample: pb.Sample) -> None:
-        """Queue ``sample``; drops (and counts) the oldest when the buffer is full."""
+    def publish(self, sample: pb.Sample, values: Mapping[str, float] | None = None) -> None:
+        """Queue ``sample``; drops (and counts) the oldest when the buffer is full.
+
+        ``values`` (the sample's node-wide values by signal) decide whether it is urgent: while any
+        signal is above the analyzer's SendEarly value, and for the first sample after, it ends the
+        writer's flush wait instead of waiting for the flush interval.
+        """
         with self._lock:
             if len(self._buffer) >= self._config.buffer_samples:
                 self._buffer.popleft()
                 self._dropped += 1
                 self._dropped_unreported += 1
             self._buffer.append(sample)
+            hot = values is not None and is_hot(values, self._above)
+            urgent = hot or self._was_hot
+            self._was_hot = hot
         if self._idle:  # while the writer sleeps out the flush interval, a wake-up would be wasted
             self._call_soon(self._wake)
+        elif urgent and self._flushing:
+            self._call_soon(self._urgent)
 
     def _call_soon(self, event: asyncio.Event | None) -> None:
         loop = self._loop
@@ -208,6 +235,7 @@ class AnalyzerStream:
     ) -> None:
         assert self._wake is not None
         assert self._stopping is not None
+        assert self._urgent is not None
         sequence = 0
         while True:
             self._wake.clear()
@@ -221,12 +249,15 @@ class AnalyzerStream:
             self._idle = False
             sequence += 1
             await call.write(batch)
+            self._flushing = True  # before looking at the buffer: a later urgent publish wakes us
+            self._urgent.clear()
             if self._config.flush_interval_s > 0 and not self._buffer and not self._stopping.is_set():
                 # Caught up: let samples gather. Each message costs the gRPC core about 25 thread
                 # wake-ups, more CPU than taking the sample; the first sample still goes at once.
-                # A stop ends the wait and sends what gathered.
+                # A stop, or a sample with a signal past the analyzer's SendEarly value, ends the wait.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self._config.flush_interval_s)
+                    await asyncio.wait_for(self._urgent.wait(), self._config.flush_interval_s)
+            self._flushing = False
 
     async def _reader(
         self, call: grpc.aio.StreamStreamCall[pb.SampleBatch, pb.Control], inflight: dict[int, list[pb.Sample]]
@@ -259,6 +290,11 @@ class AnalyzerStream:
             return True
         if which == "set_interval" and self._on_set_interval is not None and control.set_interval.interval_ms > 0:
             self._on_set_interval(control.set_interval.interval_ms / 1000.0)
+        elif which == "send_early":
+            above = {k: v for k, v in control.send_early.above.items() if math.isfinite(v)}
+            with self._lock:
+                self._above = above
+            log.debug("analyzer %s: send at once above %s", self.target, above, extra={"analyzer": self.target})
         return False
 
     def _requeue(self, inflight: dict[int, list[pb.Sample]]) -> None:
@@ -276,7 +312,7 @@ class AnalyzerStream:
         asyncio.run(self._main())
 
     async def _main(self) -> None:
-        self._wake, self._stopping = asyncio.Event(), asyncio.Event()
+        self._wake, self._stopping, self._urgent = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self._loop = asyncio.get_running_loop()
         if self._stop.is_set():
             return
@@ -378,6 +414,7 @@ class AnalyzerStream:
         self._stop.set()
         self._call_soon(self._stopping)
         self._call_soon(self._wake)
+        self._call_soon(self._urgent)
         if self._thread.is_alive():
             self._thread.join(timeout)
 
@@ -405,8 +442,9 @@ class StreamFanout:
     def publish(self, sample: NodeSample) -> None:
         """Send ``sample`` to every analyzer."""
         message = sample_to_proto(sample)
+        values = {r.name: r.value for r in sample.readings if r.value is not None and not r.device}
         for stream in self.streams:
-            stream.publish(message)
+            stream.publish(message, values)
 
     def statuses(self) -> list[StreamStatus]:
         """Self-metric counters of every stream."""

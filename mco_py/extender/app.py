@@ -21,8 +21,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from mco_py.analysis.policy import (
     PolicySettings,
     ReportState,
+    Sensitivity,
     filter_node,
     kube_score,
+    parse_sensitivity,
     report_state,
     volcano_score,
 )
@@ -270,8 +272,8 @@ class ExtenderApp:
             return self._fail_open(route)
         try:
             state = self.state()
-            scores = {name: volcano_score(state, name, self.policy) for name in req.nodes}
-            reason = "fallback" if state.basic_mode else "report"
+            sensitivity, reason = self._sensitivity(req.pod, state)
+            scores = {name: volcano_score(state, name, self.policy, sensitivity) for name in req.nodes}
         except Exception:
             log.exception("internal error in prioritize; equal scores for every node", extra={"route": route})
             neutral = max(0.0, self.policy.unknown_score * self.policy.score_weight)
@@ -335,9 +337,28 @@ class ExtenderApp:
             self.metrics.slow_decodes.labels(route).inc()
         names = [n.name for n in args.nodes or () if n.name] if args.nodes is not None else list(args.node_names or ())
         state = self.state()
-        scores = {name: kube_score(state, name, self.policy) for name in names}
-        self.metrics.decision(route, "score", "fallback" if state.basic_mode else "report", len(scores))
+        sensitivity, reason = self._sensitivity(args.pod, state)
+        scores = {name: kube_score(state, name, self.policy, sensitivity) for name in names}
+        self.metrics.decision(route, "score", reason, len(scores))
         return self._json(wire.kube_prioritize_reply(scores))
+
+    def _sensitivity(self, pod: wire.PodRef, state: ReportState) -> tuple[Sensitivity | None, str]:
+        """The pod's dimension weights (None: score by the node level) and the decision reason label:
+        ``fallback`` (basic mode), ``report`` (node score), ``dimensions`` (the pod's weights) or
+        ``invalid-hint`` (node score: the annotation could not be read)."""
+        if state.basic_mode:
+            return None, "fallback"
+        if pod.sensitive_to is None:
+            return None, "report"
+        try:
+            return parse_sensitivity(pod.sensitive_to), "dimensions"
+        except ValueError as exc:
+            self._log_problem(
+                "invalid-hint",
+                f"pod {pod.namespace}/{pod.name}: annotation {wire.SENSITIVE_TO} {exc}; scored by node level",
+                b"",
+            )
+            return None, "invalid-hint"
 
     def _readyz(self) -> Response:
         ready = self._ready() if self._ready is not None else self.source.snapshot().synced

@@ -46,6 +46,12 @@ class PodRef:
     name: str = ""
     runtime_class: str | None = None
     """``spec.runtimeClassName``; None when absent or not decodable (Kata rule not applied)."""
+    sensitive_to: str | None = None
+    """The ``mco.many-core.io/sensitive-to`` annotation (read for scoring only); None when absent."""
+
+
+#: Pod annotation naming the interference dimensions a pod cares about (see :mod:`mco_py.analysis.policy`).
+SENSITIVE_TO = "mco.many-core.io/sensitive-to"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +152,16 @@ class _Walk:
                 out[key] = text
         return out
 
-    def pod(self, value: Any) -> PodRef:
+    def pod(self, value: Any, *, with_hint: bool = False) -> PodRef:
+        sensitive_to = None
+        if with_hint:  # annotations are a map: its keys match exactly, unlike struct fields
+            annotations = self.obj(self.get(value, "metadata", "annotations"))
+            sensitive_to = self.text(annotations.get(SENSITIVE_TO)) if annotations else None
         return PodRef(
             namespace=self.text(self.get(value, "metadata", "namespace")) or "",
             name=self.text(self.get(value, "metadata", "name")) or "",
             runtime_class=self.text(self.get(value, "spec", "runtimeClassName")) or None,
+            sensitive_to=sensitive_to,
         )
 
     def volcano_node(self, value: Any, *, with_labels: bool) -> NodeRef | None:
@@ -190,13 +201,15 @@ class _Walk:
     def volcano_prioritize(self, top: Any) -> VolcanoPrioritize:
         nodes = self.seq(self.get(top, "nodes")) or ()
         names = tuple(n.name for n in (self.volcano_node(item, with_labels=False) for item in nodes) if n)
-        return VolcanoPrioritize(pod=self.pod(self.get(top, "task", "Pod")), nodes=names, slow_path=True)
+        return VolcanoPrioritize(
+            pod=self.pod(self.get(top, "task", "Pod"), with_hint=True), nodes=names, slow_path=True
+        )
 
     def kube_args(self, top: Any) -> KubeArgs:
         items = self.seq(self.get(top, "Nodes", "items"))
         nodes = None if items is None else tuple(self.kube_node(i) for i in items)
         return KubeArgs(
-            pod=self.pod(self.get(top, "Pod")),
+            pod=self.pod(self.get(top, "Pod"), with_hint=True),
             nodes=nodes,
             node_names=self.names(self.get(top, "NodeNames")),
             slow_path=True,
@@ -329,7 +342,22 @@ def _fast_text(obj: _RawDict, key: str) -> str | None:
         return None
 
 
-def _fast_pod(pod: _Pod | None) -> PodRef | None:
+def _fast_hint(metadata: _RawDict) -> str | None:
+    """The pod's :data:`SENSITIVE_TO` annotation (None when absent or not a string)."""
+    raw = metadata.get("annotations")
+    if raw is None:
+        raw = fold_get(metadata, "annotations")
+        if raw is None:
+            return None
+    try:
+        annotations = _raw_dict_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    value = annotations.get(SENSITIVE_TO)
+    return None if value is None else _RAW_WALK.text(value)
+
+
+def _fast_pod(pod: _Pod | None, *, with_hint: bool = False) -> PodRef | None:
     """The pod from the fast pass, or None when its keys are not the expected spelling."""
     if pod is None or pod.metadata is None or pod.spec is None:
         return None
@@ -337,6 +365,7 @@ def _fast_pod(pod: _Pod | None) -> PodRef | None:
         namespace=_fast_text(pod.metadata, "namespace") or "",
         name=_fast_text(pod.metadata, "name") or "",
         runtime_class=_fast_text(pod.spec, "runtimeClassName") or None,
+        sensitive_to=_fast_hint(pod.metadata) if with_hint else None,
     )
 
 
@@ -487,7 +516,7 @@ class MsgspecDecoder:
         except msgspec.DecodeError:
             req = None
         if req is not None and req.task is not None and req.nodes is not None:
-            pod = _fast_pod(req.task.Pod)
+            pod = _fast_pod(req.task.Pod, with_hint=True)
             names = [n.Name for n in req.nodes]
             if pod is not None and all(names):
                 return VolcanoPrioritize(pod=pod, nodes=tuple(n for n in names if n))
@@ -499,7 +528,7 @@ class MsgspecDecoder:
         except msgspec.DecodeError:
             req = None
         if req is not None and (req.Nodes is not None or req.NodeNames is not None):
-            pod = _fast_pod(req.Pod)
+            pod = _fast_pod(req.Pod, with_hint=True)
             nodes: tuple[NodeRef, ...] | None = None
             complete = pod is not None
             if req.Nodes is not None:

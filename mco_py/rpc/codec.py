@@ -12,7 +12,7 @@ Absence kinds travel in the model as a prefix of ``SignalReading.reason``
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from mco_py.analysis.samples import MAX_VALUES, InvalidSample
 from mco_py.model import Sample, SignalReading
@@ -205,6 +205,11 @@ def batch_to_proto(
 def ack(sequence: int, accepted: int, rejected: int, reasons: Iterable[str] = ()) -> pb.Control:
     """The analyzer's answer to one batch."""
     return pb.Control(ack=pb.Ack(sequence=sequence, accepted=accepted, rejected=rejected, reject_reasons=list(reasons)))
+
+
+def send_early(above: Mapping[str, float]) -> pb.Control:
+    """Tell the collector which signal values make a sample worth sending at once."""
+    return pb.Control(send_early=pb.SendEarly(above=dict(above)))
 
 
 def set_interval(interval_ms: int) -> pb.Control:

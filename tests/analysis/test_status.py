@@ -11,12 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mco_py.analysis.report_size import encoded_size, fit_report
-from mco_py.analysis.rules import DetectionRules, Hysteresis, Smoothing, Staleness, default_rules
+from mco_py.analysis.rules import DetectionRules, Dimension, Hysteresis, Smoothing, Staleness, default_rules
 from mco_py.analysis.scoring import _PERCENTS, Scorer
 from mco_py.analysis.status import StatusCache, envelope, fast_format_time
 from mco_py.model import (
     ROUNDER,
     SIGNAL_NAMES,
+    DimensionScore,
     Level,
     NodeAssessment,
     Report,
@@ -49,6 +50,15 @@ assessments = st.builds(
     signals=st.dictionaries(st.sampled_from(SIGNAL_NAMES), st.floats(allow_nan=True, allow_infinity=True)),
     last_sample_time=st.one_of(st.none(), times),
     reasons=st.lists(st.text(max_size=30), max_size=3).map(tuple),
+    dominant=st.sampled_from(["", "cpu", "io"]),
+    dimensions=st.dictionaries(
+        st.sampled_from(["cpu", "memory", "io", "cache"]),
+        st.builds(
+            DimensionScore,
+            level=st.sampled_from([Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH]),
+            score=st.floats(min_value=0, max_value=100),
+        ),
+    ),
 )
 
 
@@ -92,7 +102,13 @@ def _strict_rules() -> DetectionRules:
     return dataclasses.replace(
         base,
         version="strict",
-        signals={k: dataclasses.replace(r, warn=r.warn / 2, critical=r.critical / 2) for k, r in base.signals.items()},
+        dimensions=tuple(
+            Dimension(
+                d.name,
+                {k: dataclasses.replace(r, warn=r.warn / 2, critical=r.critical / 2) for k, r in d.signals.items()},
+            )
+            for d in base.dimensions
+        ),
         hysteresis=Hysteresis(raise_after=1, lower_after=2),
         staleness=Staleness(stale_after_seconds=60.0, forget_after_seconds=600.0),
     )

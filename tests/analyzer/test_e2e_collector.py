@@ -1,17 +1,21 @@
 """End to end: real `mco collector` processes stream to a real `mco analyzer` process (standalone).
 
-One collector reads a fixture /proc with heavy pressure, the other a calm one; the
+One collector reads a fixture /proc under heavy pressure (its PSI ``total=`` counters
+advance as on a host where tasks stall 60-70 % of the time), the other a calm one; the
 report file must show one High and one None node, valid against the CRD schema.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,20 +35,45 @@ pytestmark = [
     pytest.mark.skipif(not HOST_TREE.is_dir(), reason="collector fixture tree tests/collector/fixtures/host missing"),
 ]
 
-HOT_PSI = {
-    "cpu": "some avg10=60.00 avg60=50.00 avg300=40.00 total=1000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
-    "memory": "some avg10=30.00 avg60=20.00 avg300=10.00 total=1000\n"
-    "full avg10=10.00 avg60=5.00 avg300=1.00 total=500\n",
-    "io": "some avg10=70.00 avg60=60.00 avg300=50.00 total=1000\nfull avg10=40.00 avg60=30.00 avg300=20.00 total=500\n",
-}
+#: resource -> (some avg10, full avg10, share of time some / all tasks stall)
+HOT_PSI = {"cpu": (60.0, 0.0, 0.6, 0.0), "memory": (30.0, 10.0, 0.3, 0.1), "io": (70.0, 40.0, 0.7, 0.4)}
 
 
-def tree(tmp_path: Path, name: str, *, hot: bool) -> Path:
+def write_pressure(proc: Path, elapsed_us: int) -> None:
+    """PSI files as on a host that has been under HOT_PSI for ``elapsed_us`` (atomic rename per file)."""
+    for resource, (some, full, some_share, full_share) in HOT_PSI.items():
+        text = (
+            f"some avg10={some:.2f} avg60={some:.2f} avg300={some:.2f} total={int(elapsed_us * some_share)}\n"
+            f"full avg10={full:.2f} avg60={full:.2f} avg300={full:.2f} total={int(elapsed_us * full_share)}\n"
+        )
+        tmp = proc / "pressure" / f".{resource}"
+        tmp.write_text(text)
+        tmp.replace(proc / "pressure" / resource)
+
+
+@contextlib.contextmanager
+def stalling(proc: Path) -> Iterator[None]:
+    """Advance the PSI counters of the fixture tree ``proc`` in real time until the block ends."""
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def run() -> None:
+        while not stop.wait(0.05):
+            write_pressure(proc, int((time.monotonic() - started) * 1e6))
+
+    write_pressure(proc, 0)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def tree(tmp_path: Path, name: str) -> Path:
     root = tmp_path / name
     shutil.copytree(HOST_TREE, root)
-    if hot:
-        for resource, text in HOT_PSI.items():
-            (root / "proc" / "pressure" / resource).write_text(text)
     return root
 
 
@@ -64,10 +93,15 @@ def collectors(tmp_path: Path) -> Iterator[tuple[Process, Path, list[subprocess.
         str(tmp_path / "defaults-please.yaml"),
         "--report-interval",
         "0.2",
+        "--report-min-interval",
+        "0.1",
     )
     procs: list[subprocess.Popen[str]] = []
-    for node, hot in (("hot-node", True), ("calm-node", False)):
-        root = tree(tmp_path, node, hot=hot)
+    stack = contextlib.ExitStack()
+    stack.enter_context(stalling(tree(tmp_path, "hot-node") / "proc"))
+    stack.callback(analyzer.stop)
+    for node in ("hot-node", "calm-node"):
+        root = tmp_path / node if node == "hot-node" else tree(tmp_path, node)
         # stderr to a file: a pipe nobody reads could fill up and block the collector
         with (tmp_path / f"{node}.log").open("w") as log:
             procs.append(
@@ -101,16 +135,16 @@ def collectors(tmp_path: Path) -> Iterator[tuple[Process, Path, list[subprocess.
                     text=True,
                 )
             )
-    yield analyzer, report, procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-    analyzer.stop()
+    with stack:
+        yield analyzer, report, procs
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
 
 
 @pytest.mark.slow
@@ -133,10 +167,15 @@ def test_collectors_to_analyzer_to_report(collectors: tuple[Process, Path, list[
     assert crd_schema.errors(doc) == []
     hot = next(n for n in doc["status"]["nodes"] if n["name"] == "hot-node")
     assert hot["signals"]["psiIoSomeAvg10"] == pytest.approx(70.0)
-    assert any("psiIoSomeAvg10=70 ≥ critical 50" in r for r in hot["reasons"])
+    assert hot["signals"]["psiIoSomeRate"] == pytest.approx(70.0, abs=10)
+    assert any(r.startswith("psiIoSomeRate=") and "≥ critical 50 (io sub-score 100)" in r for r in hot["reasons"])
+    assert hot["dimensions"]["io"]["level"] == "High"
+    assert hot["dominant"] in {"cpu", "io"}
     metrics = analyzer.metrics()
     assert "mco_analyzer_connected_collectors 2.0" in metrics
     assert 'mco_node_interference_level{node="hot-node"} 3.0' in metrics
+    assert 'mco_node_interference_level{dimension="io",node="hot-node"} 3.0' in metrics
+    assert 'mco_node_interference_level{dimension="cache",node="calm-node"} 0.0' in metrics
     rejected = [
         line
         for line in metrics.splitlines()

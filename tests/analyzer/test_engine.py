@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from mco_py.analysis.report_size import Fitted, fit_report
-from mco_py.analysis.rules import default_rules
 from mco_py.analyzer.engine import FULL_COLLECTION_EVERY, Engine, Outcome, _gc_paused
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.writer import ReportLoop
 from mco_py.model import SIGNAL_NAMES, Sample, SignalReading
 from mco_py.store.file import FileReportStore
 from tests.contracts import crd_schema
+from tests.rules_fixtures import quick_rules
 
 T0 = 1_800_000_000.0
 
@@ -34,9 +36,7 @@ class Clock:
 def make(budget: int | None = None) -> tuple[Engine, Clock, CollectorRegistry]:
     clock = Clock()
     registry = CollectorRegistry()
-    engine = Engine(
-        default_rules(), metrics=AnalyzerMetrics(registry), identity="a1", clock=clock, status_budget=budget
-    )
+    engine = Engine(quick_rules(), metrics=AnalyzerMetrics(registry), identity="a1", clock=clock, status_budget=budget)
     return engine, clock, registry
 
 
@@ -51,18 +51,22 @@ def test_forgotten_node_loses_its_series_and_stale_is_minus_one() -> None:
     engine.accept([sample("node-1", T0, 90.0), sample("node-2", T0)], Outcome())
     engine.build_report()
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) == 3
+    assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1", "dimension": "io"}) == 3
+    assert registry.get_sample_value("mco_node_interference_level", {"node": "node-2", "dimension": "io"}) == 0
     assert registry.get_sample_value("mco_analyzer_nodes") == 2
     clock.now = T0 + 31  # default staleAfterSeconds 30
     engine.accept([sample("node-2", clock.now)], Outcome())
     report = engine.build_report().report
     assert report.node("node-1").level.value == "Unknown"  # type: ignore[union-attr]
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) == -1
+    assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1", "dimension": "cpu"}) == -1
     clock.now = T0 + 601  # default forgetAfterSeconds 600
     engine.accept([sample("node-2", clock.now)], Outcome())
     report = engine.build_report().report
     assert [n.name for n in report.nodes] == ["node-2"]
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) is None
     assert registry.get_sample_value("mco_node_interference_score", {"node": "node-1"}) is None
+    assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1", "dimension": "io"}) is None
     # once forgotten, the node may come back with any timestamp order
     engine.accept([sample("node-1", clock.now - 10)], Outcome())
     assert engine.build_report().report.node("node-1") is not None
@@ -200,3 +204,36 @@ def test_garbage_cycles_promoted_past_the_young_collections_are_still_freed() ->
         if alive() is None:
             break
     assert alive() is None
+
+
+def _level_in(path: Path, node: str) -> str | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return next((n["level"] for n in doc["status"]["nodes"] if n["name"] == node), None)
+
+
+@pytest.mark.parametrize("min_interval", [0.05, 0.0])
+def test_a_level_change_is_reported_min_interval_after_the_previous_report(tmp_path: Path, min_interval: float) -> None:
+    engine, clock, _ = make()
+    path = tmp_path / "r.json"
+    loop = ReportLoop(engine, FileReportStore(path), interval=30.0, min_interval=min_interval)
+    engine.accept([sample("node-1", T0, 1.0)], Outcome())
+    loop.start()
+    try:
+        deadline = time.monotonic() + 10
+        while _level_in(path, "node-1") != "None" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _level_in(path, "node-1") == "None"
+        clock.now += 1
+        engine.accept([sample("node-1", clock.now, 90.0)], Outcome())  # None -> High
+        deadline = time.monotonic() + (10 if min_interval else 0.5)
+        while _level_in(path, "node-1") != "High" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if min_interval:
+            assert _level_in(path, "node-1") == "High", "written at once, not a 30 s interval later"
+        else:
+            assert _level_in(path, "node-1") == "None", "0 turns early reports off"
+    finally:
+        loop.stop()

@@ -15,7 +15,6 @@ pytest.importorskip("tests.kubeapi", reason="the emulated API server (branch kub
 
 from kubernetes import client
 
-from mco_py.analysis.rules import default_rules, default_rules_text
 from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.rules_watch import RulesWatcher
@@ -27,6 +26,7 @@ from mco_py.kube.rules import INVALID_RULES_REASON, ConfigMapRulesSource
 from mco_py.model import GROUP, PLURAL, VERSION, Level, NodeAssessment, Report, Sample, SignalReading
 from mco_py.store.kube import KubeReportStore
 from tests.contracts import crd_schema
+from tests.rules_fixtures import SIGNAL, quick_rules, quick_rules_text
 
 NS = "mco-system"
 
@@ -84,12 +84,12 @@ def test_store_rereads_and_retries_on_conflict(api: client.ApiClient, kube_api: 
 
 
 def sample(node: str, psi: float) -> Sample:
-    return Sample(node, time.time(), {"psiIoSomeAvg10": SignalReading("psiIoSomeAvg10", psi, "procfs")})
+    return Sample(node, time.time(), {SIGNAL: SignalReading(SIGNAL, psi, "procfs")})
 
 
 def test_api_down_then_up_scoring_goes_on_and_report_catches_up(api: client.ApiClient, kube_api: Any) -> None:
     registry = CollectorRegistry()
-    engine = Engine(default_rules(), metrics=AnalyzerMetrics(registry), identity="a1")
+    engine = Engine(quick_rules(), metrics=AnalyzerMetrics(registry), identity="a1")
     loop = ReportLoop(engine, KubeReportStore(api, backoff_seconds=0.01, request_timeout=30), interval=0.1)
     engine.accept([sample("node-1", 5.0)], Outcome())
     assert loop.tick()
@@ -127,10 +127,10 @@ def put_rules(api_client: client.ApiClient, text: str) -> None:
 
 def test_rules_hot_reload_from_configmap_with_a_bad_document_in_between(api: client.ApiClient) -> None:
     registry = CollectorRegistry()
-    engine = Engine(default_rules(), metrics=AnalyzerMetrics(registry), identity="a1")
+    engine = Engine(quick_rules(), metrics=AnalyzerMetrics(registry), identity="a1")
     watcher = RulesWatcher(ConfigMapRulesSource(api, instance="a1"), engine, interval=0.1)
     assert watcher.reload() == "missing"
-    put_rules(api, default_rules_text().replace('version: "2026.11.1"', 'version: "cm-1"'))
+    put_rules(api, quick_rules_text("cm-1"))
     assert watcher.reload() == "success"
     assert engine.rules.version == "cm-1"
     put_rules(api, "version: cm-bad\nsignals:\n  psiIoSomeAvg10: {warn: 9, critical: 3}\n")
@@ -144,7 +144,7 @@ def test_rules_hot_reload_from_configmap_with_a_bad_document_in_between(api: cli
     assert bad[0].involved_object.name == "mco-detection-rules"
     assert bad[0].type == "Warning"
     assert "critical (3) must be greater than warn (9)" in (bad[0].message or "")
-    put_rules(api, default_rules_text().replace('version: "2026.11.1"', 'version: "cm-2"'))
+    put_rules(api, quick_rules_text("cm-2"))
     assert watcher.reload() == "success"
     assert engine.rules.version == "cm-2"
     assert registry.get_sample_value("mco_analyzer_rules_reload_total", {"result": "invalid"}) == 2
@@ -222,7 +222,7 @@ def test_only_the_leader_writes(api: client.ApiClient) -> None:
     loops = {}
     electors = {}
     for name in ("a", "b"):
-        engine = Engine(default_rules(), metrics=AnalyzerMetrics(CollectorRegistry()), identity=name)
+        engine = Engine(quick_rules(), metrics=AnalyzerMetrics(CollectorRegistry()), identity=name)
         engine.accept([sample("node-1", 90.0)], Outcome())  # both get the same stream: warm state
         elector = clock.elector(api, name)
         electors[name] = elector
@@ -271,6 +271,7 @@ def cluster_process(kubeconfig: Path, identity: str) -> Any:
 def test_two_analyzer_processes_hand_over_the_report(api: client.ApiClient, kubeconfig: Path) -> None:
     from tests.analyzer.test_main import send
 
+    put_rules(api, quick_rules_text("cm-quick"))  # one sample sets the level
     first = cluster_process(kubeconfig, "analyzer-1")
     second = cluster_process(kubeconfig, "analyzer-2")
     try:

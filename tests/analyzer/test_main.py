@@ -17,13 +17,13 @@ from typing import Any
 import grpc
 import pytest
 
-from mco_py.analysis.rules import default_rules_text
 from mco_py.analyzer.main import add_arguments, load_settings
 from mco_py.errors import ConfigError
 from mco_py.model import Sample, SignalReading
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from tests.contracts import crd_schema
+from tests.rules_fixtures import SIGNAL, quick_rules_text
 
 
 class Process:
@@ -78,7 +78,7 @@ class Process:
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[tuple[Process, Path, Path]]:
     rules = tmp_path / "rules.yaml"
-    rules.write_text(default_rules_text())
+    rules.write_text(quick_rules_text("quick-1"))
     report = tmp_path / "state" / "report.json"
     (tmp_path / "analyzer.yaml").write_text("mode: standalone\n")
     proc = Process(
@@ -106,11 +106,12 @@ def standalone(tmp_path: Path) -> Iterator[tuple[Process, Path, Path]]:
 
 
 def send(port: int, node: str, psi: float, seq: int) -> None:
-    sample = Sample(node, time.time(), {"psiIoSomeAvg10": SignalReading("psiIoSomeAvg10", psi, "procfs")})
+    sample = Sample(node, time.time(), {SIGNAL: SignalReading(SIGNAL, psi, "procfs")})
     with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-        (reply,) = pb_grpc.AnalyzerStub(ch).StreamSamples(
+        opening, reply = pb_grpc.AnalyzerStub(ch).StreamSamples(
             iter([codec.batch_to_proto([sample], collector=node, sequence=seq)]), timeout=30
         )
+    assert opening.WhichOneof("kind") == "send_early", opening
     assert reply.ack.accepted == 1, reply
 
 
@@ -135,10 +136,11 @@ def test_standalone_writes_valid_report_and_metrics(standalone: tuple[Process, P
     doc = read_report(report)
     assert crd_schema.errors(doc) == []
     status = doc["status"]
-    assert status["analyzer"] == {"identity": "test-analyzer", "rulesVersion": "2026.11.1"}
+    assert status["analyzer"] == {"identity": "test-analyzer", "rulesVersion": "quick-1"}
     hot = next(n for n in status["nodes"] if n["name"] == "node-hot")
     assert hot["level"] == "High"
-    assert any("psiIoSomeAvg10=90 ≥ critical 50" in r for r in hot["reasons"])
+    assert hot["dominant"] == "io"
+    assert any("psiIoSomeRate=90 ≥ critical 50 (io sub-score 100)" in r for r in hot["reasons"])
     # written every interval even without changes
     first = status["lastUpdateTime"]
     proc.wait_for(lambda: read_report(report)["status"]["lastUpdateTime"] != first, "a later report")
@@ -147,7 +149,8 @@ def test_standalone_writes_valid_report_and_metrics(standalone: tuple[Process, P
     assert 'mco_node_interference_level{node="node-calm"} 0.0' in text
     assert "mco_analyzer_report_generation_duration_seconds_bucket" in text
     assert "mco_analyzer_leader 1.0" in text
-    assert 'mco_analyzer_rules_info{version="2026.11.1"} 1.0' in text
+    assert 'mco_node_interference_level{dimension="io",node="node-hot"} 3.0' in text
+    assert 'mco_analyzer_rules_info{version="quick-1"} 1.0' in text
     shown = subprocess.run(
         [sys.executable, "-m", "mco_py.cli", "report", "--file", str(report), "-o", "json"],
         capture_output=True,
@@ -172,8 +175,8 @@ def test_rules_hot_reload_keeps_last_good_rules(standalone: tuple[Process, Path,
         "the invalid-rules warning in the log",
     )
     proc.wait_for(lambda: "status" in read_report(report), "a report written after the bad rules")
-    assert read_report(report)["status"]["analyzer"]["rulesVersion"] == "2026.11.1"
-    rules.write_text(default_rules_text().replace('version: "2026.11.1"', 'version: "v2-test"'))
+    assert read_report(report)["status"]["analyzer"]["rulesVersion"] == "quick-1"
+    rules.write_text(quick_rules_text("v2-test"))
     proc.wait_for(
         lambda: read_report(report).get("status", {}).get("analyzer", {}).get("rulesVersion") == "v2-test",
         "new rules version in the report",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -12,7 +13,6 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from mco_py.analysis.rules import default_rules
 from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.service import TLSFiles, create_server, transport_limit
@@ -22,12 +22,13 @@ from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from tests.analyzer.certs import TestCA
+from tests.rules_fixtures import SIGNAL, quick_rules
 
 
 class Analyzer:
     def __init__(self, **server_args: object) -> None:
         self.registry = CollectorRegistry()
-        self.engine = Engine(default_rules(), metrics=AnalyzerMetrics(self.registry), identity="test")
+        self.engine = Engine(quick_rules(), metrics=AnalyzerMetrics(self.registry), identity="test")
         self.server, self.port = create_server(self.engine, listen="127.0.0.1:0", **server_args)  # type: ignore[arg-type]
 
     def metric(self, name: str, **labels: str) -> float:
@@ -49,20 +50,47 @@ def reading(name: str, value: float) -> SignalReading:
 
 
 def good(node: str, psi: float = 10.0, *, t: float | None = None) -> Sample:
-    return Sample(node, time.time() if t is None else t, {"psiIoSomeAvg10": reading("psiIoSomeAvg10", psi)})
+    return Sample(node, time.time() if t is None else t, {SIGNAL: reading(SIGNAL, psi)})
 
 
 def stream(channel: grpc.Channel, batches: list[pb.SampleBatch], **kw: object) -> list[pb.Control]:
+    """The acks of a stream that sends ``batches`` (other control messages left out)."""
     stub = pb_grpc.AnalyzerStub(channel)
-    return list(stub.StreamSamples(iter(batches), timeout=30, **kw))  # type: ignore[arg-type]
+    replies = stub.StreamSamples(iter(batches), timeout=30, **kw)  # type: ignore[arg-type]
+    return [r for r in replies if r.WhichOneof("kind") == "ack"]
+
+
+def test_a_stream_opens_with_the_rules_warn_values_and_gets_new_ones_after_a_rules_change(
+    analyzer: Analyzer,
+) -> None:
+    rules = quick_rules()
+    requests: queue.Queue[pb.SampleBatch | None] = queue.Queue()
+
+    def batches() -> Iterator[pb.SampleBatch]:
+        while (item := requests.get()) is not None:
+            yield item
+
+    with grpc.insecure_channel(f"127.0.0.1:{analyzer.port}") as ch:
+        replies = pb_grpc.AnalyzerStub(ch).StreamSamples(batches(), timeout=30)
+        first = next(replies)
+        assert first.WhichOneof("kind") == "send_early"
+        assert dict(first.send_early.above) == {n: r.warn for n, r in rules.signals.items()}
+        analyzer.engine.set_rules(dataclasses.replace(rules, version="stricter", dimensions=rules.dimensions[:1]))
+        requests.put(codec.batch_to_proto([good("node-1")], collector="c", sequence=1))
+        assert next(replies).WhichOneof("kind") == "ack"
+        again = next(replies)
+        assert again.WhichOneof("kind") == "send_early"
+        assert set(again.send_early.above) == set(rules.dimensions[0].signals)
+        requests.put(None)
+        assert list(replies) == []
 
 
 def test_good_and_bad_samples_in_one_batch_are_acked_separately(analyzer: Analyzer) -> None:
     now = time.time()
     samples = [
         good("node-a", 60.0),
-        Sample("node-b", now, {"psiIoSomeAvg10": reading("psiIoSomeAvg10", float("nan"))}),
-        Sample("node-c", now, {"psiIoSomeAvg10": reading("psiIoSomeAvg10", 120.0)}),
+        Sample("node-b", now, {SIGNAL: reading(SIGNAL, float("nan"))}),
+        Sample("node-c", now, {SIGNAL: reading(SIGNAL, 120.0)}),
         Sample("node-d", now, {"llcMissRate": reading("llcMissRate", 1.5)}),
         Sample("Bad_Name", now, {}),
         Sample("x" * 300, now, {}),
@@ -165,7 +193,7 @@ def test_connected_collectors_gauge_follows_open_streams(analyzer: Analyzer) -> 
     with grpc.insecure_channel(f"127.0.0.1:{analyzer.port}") as ch:
         replies = pb_grpc.AnalyzerStub(ch).StreamSamples(requests(), timeout=30)
         feed.put(codec.batch_to_proto([good("node-1")], collector="c", sequence=1))
-        next(replies)
+        assert [next(replies).WhichOneof("kind") for _ in range(2)] == ["send_early", "ack"]
         assert analyzer.metric("mco_analyzer_connected_collectors") == 1
         feed.put(None)
         assert list(replies) == []

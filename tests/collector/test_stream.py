@@ -23,11 +23,12 @@ from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 class Recorder(pb_grpc.AnalyzerServicer):
     """A minimal analyzer: records batches and metadata, acks each batch."""
 
-    def __init__(self, *, set_interval_ms: int = 0) -> None:
+    def __init__(self, *, set_interval_ms: int = 0, send_early: dict[str, float] | None = None) -> None:
         self.batches: list[pb.SampleBatch] = []
         self.metadata: list[dict[str, str]] = []
         self.cond = threading.Condition()
         self._set_interval_ms = set_interval_ms
+        self._send_early = send_early
 
     def StreamSamples(
         self, request_iterator: Iterator[pb.SampleBatch], context: grpc.ServicerContext
@@ -36,6 +37,8 @@ class Recorder(pb_grpc.AnalyzerServicer):
             self.metadata.append({k: str(v) for k, v in context.invocation_metadata()})
         if self._set_interval_ms:
             yield pb.Control(set_interval=pb.SetInterval(interval_ms=self._set_interval_ms))
+        if self._send_early is not None:
+            yield pb.Control(send_early=pb.SendEarly(above=self._send_early))
         for batch in request_iterator:
             with self.cond:
                 self.batches.append(batch)
@@ -284,9 +287,11 @@ def test_mutual_tls(tmp_path: Path) -> None:
         server.stop(None)
 
 
-def _first_sample_sent(flush_interval_s: float) -> tuple[Recorder, grpc.Server, AnalyzerStream]:
+def _first_sample_sent(
+    flush_interval_s: float, send_early: dict[str, float] | None = None
+) -> tuple[Recorder, grpc.Server, AnalyzerStream]:
     """A stream with the given flush interval whose first sample reached the recorder (it goes at once)."""
-    recorder = Recorder()
+    recorder = Recorder(send_early=send_early)
     server, port = serve(recorder)
     config = StreamConfig(backoff_initial_s=0.05, backoff_max_s=0.2, flush_interval_s=flush_interval_s)
     stream = AnalyzerStream(f"127.0.0.1:{port}", config, collector_id="node-a")
@@ -324,3 +329,40 @@ def test_stop_sends_what_gathered_during_a_long_flush_interval() -> None:
     assert len(recorder.samples()) == 4
     assert status.sent == 4  # acknowledged before the stream closed
     assert status.buffered == 0
+
+
+def test_a_sample_past_the_analyzers_send_early_value_ends_the_flush_wait() -> None:
+    recorder, server, stream = _first_sample_sent(60.0, send_early={"psiCpuSomeRate": 20.0})
+    try:
+        wait_for(lambda: stream.status().sent == 1, what="first ack")
+        calm, hot = make_sample(1), make_sample(2)
+        stream.publish(sample_to_proto(calm), {"psiCpuSomeRate": 3.0})
+        time.sleep(0.3)
+        assert stream.status().buffered == 1, "a calm sample waits for the flush interval"
+        started = time.monotonic()
+        stream.publish(sample_to_proto(hot), {"psiCpuSomeRate": 65.0})
+        recorder.wait_samples(3, timeout=5)  # the calm one travels with it
+        assert time.monotonic() - started < 5, "a hot sample goes at once, not after 60 s"
+        stream.publish(sample_to_proto(make_sample(3)), {"psiCpuSomeRate": 1.0})
+        recorder.wait_samples(4, timeout=5)  # the first calm sample after a hot one goes at once too
+        wait_for(lambda: stream.status().sent == 4, what="ack of the fourth")
+        time.sleep(0.2)  # the writer is back in its flush wait
+        stream.publish(sample_to_proto(make_sample(4)), {"psiCpuSomeRate": 1.0})
+        time.sleep(0.3)
+        assert stream.status().buffered == 1, "then calm samples are batched again"
+    finally:
+        stream.close()
+        server.stop(None)
+
+
+def test_without_send_early_values_every_sample_waits_for_the_flush_interval() -> None:
+    recorder, server, stream = _first_sample_sent(60.0)
+    try:
+        wait_for(lambda: stream.status().sent == 1, what="first ack")
+        stream.publish(sample_to_proto(make_sample(1)), {"psiCpuSomeRate": 99.0})
+        time.sleep(0.5)
+        assert stream.status().buffered == 1
+        assert len(recorder.samples()) == 1
+    finally:
+        stream.close()
+        server.stop(None)

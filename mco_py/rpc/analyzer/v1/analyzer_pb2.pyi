@@ -214,21 +214,25 @@ class Control(_message.Message):
 
     ACK_FIELD_NUMBER: _builtins.int
     SET_INTERVAL_FIELD_NUMBER: _builtins.int
+    SEND_EARLY_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def ack(self) -> Global___Ack: ...
     @_builtins.property
     def set_interval(self) -> Global___SetInterval: ...
+    @_builtins.property
+    def send_early(self) -> Global___SendEarly: ...
     def __init__(
         self,
         *,
         ack: Global___Ack | None = ...,
         set_interval: Global___SetInterval | None = ...,
+        send_early: Global___SendEarly | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "kind", b"kind", "set_interval", b"set_interval"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "kind", b"kind", "send_early", b"send_early", "set_interval", b"set_interval"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "kind", b"kind", "set_interval", b"set_interval"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "kind", b"kind", "send_early", b"send_early", "set_interval", b"set_interval"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["ack", "set_interval"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["ack", "set_interval", "send_early"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -285,3 +289,53 @@ class SetInterval(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SetInterval: _TypeAlias = SetInterval  # noqa: Y015
+
+@_typing.final
+class SendEarly(_message.Message):
+    """Signal values at which a sample is worth sending at once. A collector that
+    batches samples (its flush interval) sends a sample without waiting while
+    any of these signals is above its value, and the first sample after all of
+    them fell back. The analyzer sends the warn values of the rules in force
+    when a stream opens and again after the rules change; a collector that
+    never receives one keeps batching.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AboveEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.float
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ABOVE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def above(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
+        """Signal key -> value (the rule's warn), e.g. "psiCpuSomeRate": 20."""
+
+    def __init__(
+        self,
+        *,
+        above: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["above", b"above"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SendEarly: _TypeAlias = SendEarly  # noqa: Y015
