@@ -11,8 +11,8 @@ import mco_py
 MCO = [sys.executable, "-m", "mco_py.cli"]
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*MCO, *args], capture_output=True, text=True, timeout=60, check=False)
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*MCO, *args], capture_output=True, text=True, timeout=60, check=False, input=stdin)
 
 
 def test_version() -> None:
@@ -35,6 +35,10 @@ def test_validate_default_rules(tmp_path: Path) -> None:
     out = run("rules", "validate", str(path))
     assert out.returncode == 0, out.stderr
     assert "valid (version" in out.stdout
+    assert "format 2, dimensions: cpu (2), memory (3), io (3), cache (1)" in out.stdout
+    piped = run("rules", "validate", "-", stdin=default.stdout)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.startswith("-: valid")
 
 
 def test_wrong_typed_rules_exit_1_naming_the_field(tmp_path: Path) -> None:
@@ -43,6 +47,29 @@ def test_wrong_typed_rules_exit_1_naming_the_field(tmp_path: Path) -> None:
     out = run("rules", "validate", str(path))
     assert out.returncode == 1
     assert "signals.psiCpuSomeAvg10.critical: expected a number, got a list" in out.stderr
+    assert run("rules", "migrate", str(path)).returncode == 1
+
+
+def test_format_1_rules_validate_with_notes_and_migrate_to_format_2(tmp_path: Path) -> None:
+    old = tmp_path / "old.yaml"
+    old.write_text(
+        'version: "2026.11.1"\nsignals:\n  psiCpuSomeAvg10: {warn: 20, critical: 50, weight: 2}\n'
+        "  psiIoSomeAvg10: {warn: 20, critical: 50}\n"
+    )
+    checked = run("rules", "validate", str(old))
+    assert checked.returncode == 0, checked.stderr
+    assert "format 1" in checked.stdout
+    assert "note: format 1 (flat signals) read as format 2" in checked.stdout
+    migrated = run("rules", "migrate", str(old))
+    assert migrated.returncode == 0, migrated.stderr
+    assert "signals.psiCpuSomeAvg10: weight 2 dropped" in migrated.stderr
+    new = tmp_path / "new.yaml"
+    new.write_text(migrated.stdout)
+    out = run("rules", "validate", str(new))
+    assert out.returncode == 0, out.stderr
+    assert "format 2, dimensions: cpu (1), io (1)" in out.stdout
+    assert "note:" not in out.stdout
+    assert run("rules", "migrate", "-", stdin=old.read_text()).stdout == migrated.stdout.replace(str(old), "-")
 
 
 def test_missing_file_exit_1(tmp_path: Path) -> None:
@@ -54,7 +81,7 @@ def test_missing_file_exit_1(tmp_path: Path) -> None:
 def _write_report(path: Path) -> None:
     import time
 
-    from mco_py.model import Level, NodeAssessment, Report
+    from mco_py.model import DimensionScore, Level, NodeAssessment, Report
     from mco_py.store.file import FileReportStore
 
     now = time.time()
@@ -71,6 +98,8 @@ def _write_report(path: Path) -> None:
                     signals={"psiIoSomeAvg10": 27.5, "bioLatencyP99Ms": 3.2},
                     last_sample_time=now - 2,
                     reasons=("psiIoSomeAvg10=27.5 above warn 20",),
+                    dominant="io",
+                    dimensions={"io": DimensionScore(Level.LOW, 31.25), "cpu": DimensionScore(Level.NONE, 4.5)},
                 ),
             ),
         )
@@ -92,8 +121,12 @@ def test_report_table_json_yaml(tmp_path: Path) -> None:
     assert row[:3] == ["host-a", "Low", "31.2"]
     assert "27.50" in row
     assert "host-a: psiIoSomeAvg10=27.5 above warn 20" in table.stdout
+    wide = run("report", "--file", str(path), "-o", "wide").stdout.splitlines()
+    assert wide[1].split()[-2:] == ["DOMINANT", "DIMENSIONS"]
+    assert wide[2].split()[-2:] == ["io", "io=Low/31.2,cpu=None/4.5"]
     as_json = json.loads(run("report", "--file", str(path), "-o", "json").stdout)
     assert as_json["nodes"][0]["level"] == "Low"
+    assert as_json["nodes"][0]["dimensions"]["io"] == {"level": "Low", "score": 31.25}
     as_yaml = yaml.safe_load(run("report", "--file", str(path), "-o", "yaml").stdout)
     assert as_yaml["analyzer"]["rulesVersion"] == "2026.11.1"
 

@@ -40,7 +40,7 @@ def node_name(i: int) -> str:
 
 
 def realistic(i: int, t: float, rng: random.Random) -> Sample:
-    """Signals like a busy-ish fleet: most nodes calm, some loaded."""
+    """Signals like a busy-ish fleet (every signal a collector sends): most nodes calm, some loaded."""
     hot = i % 20 == 0
     warm = i % 10 == 1
     base = 90.0 if hot else 35.0 if warm else 3.0
@@ -50,6 +50,12 @@ def realistic(i: int, t: float, rng: random.Random) -> Sample:
         "psiMemoryFullAvg10": base * rng.uniform(0.0, 0.05),
         "psiIoSomeAvg10": base * rng.uniform(0.3, 1.1),
         "psiIoFullAvg10": base * rng.uniform(0.1, 0.5),
+        # the collector sends the interval rates too (the default rules score them)
+        "psiCpuSomeRate": base * rng.uniform(0.5, 1.2),
+        "psiMemorySomeRate": base * rng.uniform(0.0, 0.3),
+        "psiMemoryFullRate": base * rng.uniform(0.0, 0.05),
+        "psiIoSomeRate": base * rng.uniform(0.3, 1.1),
+        "psiIoFullRate": base * rng.uniform(0.1, 0.5),
         "llcMissRate": min(1.0, 0.1 + base / 200 * rng.uniform(0.5, 1.5)),
         "bioLatencyP99Ms": base / 3 * rng.uniform(0.5, 2.0),
         "cpuStealPercent": rng.uniform(0, 2),
@@ -150,7 +156,7 @@ def populated(nodes: int, *, budget: int | None, registry: CollectorRegistry | N
     t = time.time()
     from mco_py.analyzer.engine import Outcome
 
-    for r in range(3):
+    for r in range(engine.rules.hysteresis.raise_after + 1):  # long enough for loaded nodes to rise
         engine.accept([realistic(i, t + r * 0.001, rng) for i in range(nodes)], Outcome())
     return engine
 

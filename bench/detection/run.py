@@ -100,7 +100,10 @@ class ReportPoller:
         self.path, self.node, self.period = path, node, period
         self.timeline: list[tuple[float, str, str, float, str]] = []
         """(monotonic time, level, dominant, score, report lastUpdateTime) whenever the level or dominant changed."""
+        self.trace: list[tuple[float, str, dict[str, float]]] = []
+        """(monotonic time, level, dimension scores) of every report written (for --json)."""
         self.last: tuple[str, str, float, str] = ("?", "", 0.0, "")
+        self._dims: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -119,6 +122,7 @@ class ReportPoller:
         status = doc.get("status", doc)
         for entry in status.get("nodes", ()):
             if entry.get("name") == self.node:
+                self._dims = {k: float(v["score"]) for k, v in (entry.get("dimensions") or {}).items()}
                 return entry["level"], entry.get("dominant", ""), float(entry["score"]), status["lastUpdateTime"]
         return None
 
@@ -128,6 +132,8 @@ class ReportPoller:
             if now is not None:
                 if not self.timeline or now[:2] != self.last[:2]:
                     self.timeline.append((time.monotonic(), *now))
+                if now[3] != self.last[3]:
+                    self.trace.append((time.monotonic(), now[0], self._dims))
                 self.last = now
             self._stop.wait(self.period)
 
@@ -155,6 +161,8 @@ class Episode:
     raises: int = 0
     lowers: int = 0
     levels: list[str] = field(default_factory=list)
+    trace: list[tuple[float, str, dict[str, float]]] = field(default_factory=list)
+    """Every report from 2 s before the start: (seconds since the start, level, dimension scores)."""
 
     def verdict(self) -> str:
         if self.name.startswith("burst"):
@@ -271,7 +279,8 @@ def run_episode(poller: ReportPoller, antagonist: Antagonist, duration: float, t
             break
         time.sleep(0.5)
     result = summarize(antagonist.name, poller.since(t0), t0, t1)
-    return Episode(antagonist.name, antagonist.seen_through, antagonist.visible, duration, **result)
+    trace = [(round(t - t0, 2), level, dims) for t, level, dims in poller.trace if t >= t0 - 2]
+    return Episode(antagonist.name, antagonist.seen_through, antagonist.visible, duration, trace=trace, **result)
 
 
 def run_burst(poller: ReportPoller, seconds: float) -> Episode:

@@ -83,7 +83,7 @@ class LevelCutoffs:
     high: float = 75.0
 
 
-_RAISE_AFTER = 7
+_RAISE_AFTER = 8
 _LOWER_AFTER = 10
 
 
@@ -92,8 +92,9 @@ class Hysteresis:
     """Consecutive assessments needed before a level moves (one assessment per sample)."""
 
     raise_after: int = _RAISE_AFTER
-    """Assessments in a row above None before the level may rise. It rises to the lowest raw level of
-    the newest ``raise_after - 1`` of them: the first of a run usually covers a partial interval."""
+    """Assessments in a row above None before the level may rise. It rises to the raw level that all but
+    one of the newest ``raise_after - 1`` reached: the first of a run usually covers a partial interval,
+    and one more odd assessment is tolerated."""
     lower_after: int = _LOWER_AFTER
     """Assessments below the current level before it falls, to the highest of them."""
 

@@ -14,11 +14,12 @@ How a node is judged (the numbers come from :class:`~mco_py.analysis.rules.Detec
    ``100 * (1 - prod(1 - score / 100))`` (two at 50 make 75). It maps to a raw level by
    the cut-offs (None < low <= Low < medium <= Medium < high <= High).
 5. Hysteresis, one assessment per accepted sample: the level rises once the last
-   ``raiseAfter`` raw levels are all above None, to the lowest of the newest
-   ``raiseAfter - 1`` of them when that is above it (the first assessment of a run
-   usually covers part of an interval, so it counts for the run's length, not its
-   height); it falls to the highest raw level of the last ``lowerAfter`` assessments when
-   that is below it. A worse input never gives a lower level.
+   ``raiseAfter`` raw levels are all above None, to the level that all but one of the
+   newest ``raiseAfter - 1`` reached, when that is above it (the first assessment of a
+   run usually covers part of an interval, so it counts for the run's length, not its
+   height; one more odd assessment, a load building up or a dip, is tolerated); it falls
+   to the highest raw level of the last ``lowerAfter`` assessments when that is below it.
+   A worse input never gives a lower level.
    A node starts at None (also after being stale). A sample with no signal that can be
    scored counts as None for the hysteresis.
 6. A node with no sample for ``staleAfterSeconds`` (analyzer clock) is Unknown; after
@@ -99,6 +100,14 @@ def combine_dimensions(scores: Sequence[float], cutoffs: LevelCutoffs, *, compou
     if elevated < 2:
         return worst
     return min(100.0, max(worst, 100.0 * (1.0 - calm)))
+
+
+def rise_level(ranks: Sequence[int]) -> int:
+    """The level a run rises to, from the ranks of its newest ``raiseAfter - 1`` assessments: the level
+    all of them reached but one (all of them when there are fewer than three). One odd assessment, a
+    load still building up or a dip, neither holds the rise back nor splits it in two."""
+    ordered = sorted(ranks)
+    return ordered[1] if len(ordered) >= 3 else ordered[0]
 
 
 def _capped_sub_score(value: float, warn: float, critical: float, span: float, cap: float) -> float:
@@ -551,8 +560,8 @@ class Scorer:
         """Update the node's smoothed values and dimensions; note absent and unjudged signals; return
         the node score (None when no signal could be scored).
 
-        The sub-score arithmetic is :func:`~tests.analysis.oracle.score_values`' (a property test
-        holds the two equal), done here while each value is at hand.
+        The sub-scores and dimensions are the plain rules' (``tests/analysis/oracle.py``; a property
+        test holds the two equal), computed here while each value is at hand.
         """
         specs = self._specs
         ewma = node.ewma
@@ -615,19 +624,19 @@ class Scorer:
         return (out or NO_DIMENSIONS), dominant
 
     def _move(self, node: _Node, now: float) -> None:
-        """Hysteresis (see the module doc): rise after raiseAfter assessments above None to the lowest
-        of the newest raiseAfter - 1; fall to the highest of the last lowerAfter."""
+        """Hysteresis (see the module doc): rise after raiseAfter assessments above None to the level of
+        the newest raiseAfter - 1 (:func:`rise_level`); fall to the highest of the last lowerAfter."""
         hyst = self._rules.hysteresis
         hist = node.history
         n = len(hist)
         up_n, down_n = hyst.raise_after, hyst.lower_after
         up = -1
         if n >= up_n and min(itertools.islice(hist, n - up_n, n)) > 0:
-            up = min(itertools.islice(hist, n - max(1, up_n - 1), n))
+            up = rise_level(list(itertools.islice(hist, n - max(1, up_n - 1), n)))
         if up > node.rank:
             node.rank = up
             node.changed_how = (
-                f"raised after {up_n} assessment(s) above None, the newest {max(1, up_n - 1)} "
+                f"raised after {up_n} assessment(s) above None, most of the newest {max(1, up_n - 1)} "
                 f"at or above {RANKED_LEVELS[up].value}"
             )
             node.changed_at = now

@@ -3,7 +3,8 @@
 Every ``interval`` seconds the source is read again. A valid, changed document replaces
 the rules in force; an invalid one is refused (logged, counted in
 ``mco_analyzer_rules_reload_total{result="invalid"}``, reported once per distinct
-document through ``report_invalid``) and the last good rules stay.
+document through ``report_invalid``) and the last good rules stay. A format-1 document is
+read converted, with one warning per document that says what changed.
 """
 
 from __future__ import annotations
@@ -118,7 +119,15 @@ class RulesWatcher:
         self._last_invalid = None
         old = self.engine.rules.version
         self.engine.set_rules(rules)
-        log.info("detection rules version %s in force (was %s), from %s", rules.version, old, where)
+        log.info(
+            "detection rules version %s (format %d) in force (was %s), from %s",
+            rules.version,
+            rules.format,
+            old,
+            where,
+        )
+        if rules.migration_notes:  # once per document: a changed text comes through here again
+            log.warning("detection rules at %s converted: %s", where, "; ".join(rules.migration_notes))
         return "success"
 
     def start(self) -> None:

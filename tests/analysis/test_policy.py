@@ -15,10 +15,12 @@ from mco_py.analysis.policy import (
     filter_node,
     index_report,
     kube_score,
+    parse_sensitivity,
+    pod_interference,
     report_state,
     volcano_score,
 )
-from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report
+from mco_py.model import SIGNAL_NAMES, DimensionScore, Level, NodeAssessment, Report
 
 NOW = 1_000_000.0
 SETTINGS = PolicySettings()
@@ -152,3 +154,63 @@ def test_scores_always_in_range_and_filter_never_raises(*, score, level, weight,
     assert 0 <= kube_score(st_, "n", settings) <= 10
     verdict = filter_node(st_, node="n", labels=None, runtime_class="kata", settings=settings)
     assert verdict.passed or verdict.reason.startswith("mco: node n ")
+
+
+# -- scoring by the dimensions a pod names ------------------------------------------
+
+
+def dims(**scores: float) -> dict[str, DimensionScore]:
+    return {name: DimensionScore(Level.HIGH if s >= 75 else Level.LOW, s) for name, s in scores.items()}
+
+
+def test_sensitivity_parses_names_and_relative_weights():
+    assert parse_sensitivity("cpu").weights == (("cpu", 1.0),)
+    assert parse_sensitivity(" cpu , io ").weights == (("cpu", 1.0), ("io", 1.0))
+    assert parse_sensitivity("cpu=2,io=1").weights == (("cpu", 1.0), ("io", 0.5))
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "names no dimension"),
+        ("cpu=0", "must be a positive number"),
+        ("cpu=x", "is not a number"),
+        ("cpu=nan", "must be a positive number"),
+        ("CPU", "is not a dimension name"),
+        ("cpu;io", "is not a dimension name"),
+        (",".join(f"d{i}" for i in range(9)), "at most 8"),
+        ("c" * 300, "longer than 256"),
+    ],
+)
+def test_sensitivity_errors_say_what_is_wrong(text, problem):
+    with pytest.raises(ValueError, match=problem):
+        parse_sensitivity(text)
+
+
+def test_a_pod_is_scored_by_the_worst_dimension_it_names():
+    busy_cpu = NodeAssessment("n1", Level.HIGH, 100.0, dominant="cpu", dimensions=dims(cpu=100.0, io=10.0))
+    busy_io = NodeAssessment("n2", Level.MEDIUM, 60.0, dominant="io", dimensions=dims(io=60.0))
+    calm = NodeAssessment("n3", Level.NONE, 0.0)
+    old_analyzer = NodeAssessment("n4", Level.LOW, 30.0)  # a report without dimensions
+    st_ = state_of(report(busy_cpu, busy_io, calm, old_analyzer))
+    io_bound = parse_sensitivity("io")
+    assert volcano_score(st_, "n1", SETTINGS, io_bound) == 90.0  # its cpu is busy, its io is not
+    assert volcano_score(st_, "n2", SETTINGS, io_bound) == 40.0
+    assert volcano_score(st_, "n3", SETTINGS, io_bound) == 100.0
+    assert volcano_score(st_, "n4", SETTINGS, io_bound) == 70.0, "the node score stands in for each dimension"
+    # weights: cpu counts half
+    mixed = parse_sensitivity("io=2,cpu=1")
+    assert volcano_score(st_, "n1", SETTINGS, mixed) == 50.0
+    assert kube_score(st_, "n1", SETTINGS, mixed) == 5
+    # without a sensitivity: the node score, as before
+    assert volcano_score(st_, "n1", SETTINGS) == 0.0
+
+
+@given(
+    scores=st.dictionaries(st.sampled_from(["cpu", "memory", "io", "cache"]), st.floats(0, 100), min_size=1),
+    names=st.lists(st.sampled_from(["cpu", "memory", "io", "cache", "gpu"]), min_size=1, max_size=4, unique=True),
+)
+def test_a_sensitive_pod_never_sees_more_interference_than_the_node_has(scores, names):
+    worst = max(scores.values())
+    item = NodeAssessment("n", Level.HIGH, worst, dimensions=dims(**scores))
+    assert 0.0 <= pod_interference(item, parse_sensitivity(",".join(names))) <= worst

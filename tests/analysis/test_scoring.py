@@ -186,7 +186,7 @@ def test_hysteresis_needs_consecutive_assessments() -> None:
     change = scorer.observe(sample("n", T0 + 2, psiIoSomeAvg10=60.0), T0 + 2)
     assert change is not None
     assert (change.old, change.new) == (Level.NONE, Level.HIGH)
-    assert any("raised after 2 assessment(s) above None, the newest 1 at or above High" in r for r in change.reasons)
+    assert any("raised after 2 assessment(s) above None, most of the newest 1 at or above High" in r for r in change.reasons)
     for i in (3, 4):
         assert scorer.observe(sample("n", T0 + i, psiIoSomeAvg10=0.0), T0 + i) is None
     change = scorer.observe(sample("n", T0 + 5, psiIoSomeAvg10=0.0), T0 + 5)
@@ -204,40 +204,29 @@ def levels_of(scorer: Scorer, series: list[float], signal: str = "psiCpuSomeAvg1
 
 def test_a_sustained_antagonist_rises_once_straight_to_high_even_after_a_partial_first_sample() -> None:
     # the first elevated sample covers a third of an interval (Medium), the rest are critical
-    levels = levels_of(Scorer(rules(raise_after=7, lower_after=10)), [0.0] * 3 + [38.0] + [80.0] * 12 + [0.0] * 12)
+    levels = levels_of(Scorer(rules(raise_after=8, lower_after=10)), [0.0] * 3 + [38.0] + [80.0] * 12 + [0.0] * 12)
     changes = [(a, b) for a, b in itertools.pairwise(levels) if a is not b]
     assert changes == [(Level.NONE, Level.HIGH), (Level.HIGH, Level.NONE)]
-    assert levels.index(Level.HIGH) == 3 + 6, "the 7th elevated assessment raises the level"
+    assert levels.index(Level.HIGH) == 3 + 7, "the 8th elevated assessment raises the level"
 
 
-def test_a_burst_shorter_than_raise_after_never_reaches_high() -> None:
-    for partial in (0.0, 15.0, 38.0):  # where the burst starts and ends within an interval
-        series = [0.0] * 3 + [partial] + [80.0] * 5 + [partial] + [0.0] * 15
-        levels = levels_of(Scorer(rules(raise_after=7, lower_after=10)), series)
-        assert Level.HIGH not in levels, partial
+def test_a_load_that_builds_up_or_dips_once_still_rises_once() -> None:
+    for series in (
+        [38.0, 30.0] + [80.0] * 12,  # a partial first sample, then a second one still building up
+        [38.0, 80.0, 80.0, 80.0, 30.0] + [80.0] * 9,  # a dip in the middle of the run
+    ):
+        levels = levels_of(Scorer(rules(raise_after=8, lower_after=10)), [0.0] * 3 + series + [0.0] * 12)
+        changes = [(a, b) for a, b in itertools.pairwise(levels) if a is not b]
+        assert changes == [(Level.NONE, Level.HIGH), (Level.HIGH, Level.NONE)], series
 
 
-def test_stale_node_is_unknown_then_forgotten_then_fresh_again() -> None:
-    scorer = Scorer(rules(stale=10, forget=100))
-    scorer.observe(sample("n", T0, psiIoSomeAvg10=60.0), T0)
-    assert assessment(scorer, "n", T0 + 10).level is Level.HIGH
-    stale = assessment(scorer, "n", T0 + 11)
-    assert stale.level is Level.UNKNOWN
-    assert "no sample for 11s" in stale.reasons[0]
-    nodes, forgotten = scorer.assess(T0 + 101)
-    assert nodes == []
-    assert forgotten == ["n"]
-    change = scorer.observe(sample("n", T0 + 200, psiIoSomeAvg10=0.0), T0 + 200)
-    assert change is not None
-    assert (change.old, change.new) == (None, Level.NONE)
-
-
-def test_resumed_after_stale_starts_fresh() -> None:
-    scorer = Scorer(rules(stale=10, forget=100, raise_after=3, lower_after=3))
-    scorer.observe(sample("n", T0, psiIoSomeAvg10=60.0), T0)
-    change = scorer.observe(sample("n", T0 + 50, psiIoSomeAvg10=0.0), T0 + 50)
-    assert change is not None
-    assert change.new is Level.NONE, "no hysteresis across a silence: old state is not trusted"
+def test_a_burst_that_touches_fewer_than_raise_after_samples_never_raises_the_level() -> None:
+    for partial in (0.0, 15.0, 38.0, 60.0):  # where the burst starts and ends within an interval
+        series = [0.0] * 3 + [partial] + [80.0] * 6 + [partial] + [0.0] * 15  # about 6 s of load
+        levels = levels_of(Scorer(rules(raise_after=9, lower_after=10)), series)
+        assert set(levels) == {Level.NONE}, partial
+    series = [0.0] * 3 + [38.0] + [80.0] * 5 + [38.0] + [0.0] * 15  # 7 samples touched
+    assert set(levels_of(Scorer(rules(raise_after=8, lower_after=10)), series)) == {Level.NONE}
 
 
 def test_rules_change_switches_version_and_thresholds() -> None:
@@ -275,7 +264,7 @@ vectors = st.fixed_dictionaries({n: values for n in signal_names})
 
 @given(
     seq=st.lists(st.tuples(vectors, vectors), min_size=1, max_size=30),
-    raise_after=st.integers(1, 4),
+    raise_after=st.integers(1, 9),
     lower_after=st.integers(1, 6),
     alpha=st.floats(min_value=0.05, max_value=1.0),
 )
@@ -297,7 +286,7 @@ def test_a_worse_signal_never_lowers_score_or_level(  # monotone in every signal
 
 @given(
     noise=st.lists(values, min_size=1, max_size=80),
-    raise_after=st.integers(1, 5),
+    raise_after=st.integers(1, 9),
     lower_after=st.integers(1, 5),
 )
 @settings(max_examples=150, deadline=None)
@@ -307,9 +296,12 @@ def test_hysteresis_bounds_flips_on_noisy_input(noise: list[float], raise_after:
     for i, v in enumerate(noise):
         scorer.observe(sample("n", T0 + i, psiIoSomeAvg10=v), T0 + i)
         levels.append(assessment(scorer, "n", T0 + i).level)
-    # a rise needs its newest raiseAfter - 1 assessments at or above the new level and a fall
-    # lowerAfter at or below it, so direction changes are spaced at least min() apart
-    assert reversals(levels) <= len(noise) // max(1, min(raise_after - 1, lower_after))
+    # a rise needs all but one of its newest raiseAfter - 1 assessments (all of them when fewer than
+    # three) at or above the new level and a fall lowerAfter at or below it, so direction changes
+    # are spaced at least min() apart
+    height = max(1, raise_after - 1)
+    odd = 1 if height >= 3 else 0
+    assert reversals(levels) <= len(noise) // max(1, min(height - odd, lower_after - odd))
     changes = sum(1 for a, b in itertools.pairwise(levels) if a is not b)
     assert changes <= 3 * (reversals(levels) + 1)
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mco_py import model
-from mco_py.model import Level, NodeAssessment, Report, report_from_status, report_to_status
+from mco_py.model import DimensionScore, Level, NodeAssessment, Report, report_from_status, report_to_status
 from tests.contracts import crd_schema
 
 SAMPLE = json.loads((Path(__file__).parent / "sample_report.json").read_text())
@@ -75,6 +75,10 @@ def test_removing_a_required_field_is_rejected(path: tuple[Any, ...]) -> None:
         (lambda d: d["status"]["nodes"][0]["signals"].update(psiIoSomeAvg10=-1), "less than the minimum"),
         (lambda d: d["status"].update(lastUpdateTime="yesterday"), "is not a 'date-time'"),
         (lambda d: d["status"]["nodes"][0].update(reasons="not a list"), "is not of type 'array'"),
+        (lambda d: d["status"]["nodes"][0]["dimensions"]["io"].update(level="Unknown"), "is not one of"),
+        (lambda d: d["status"]["nodes"][0]["dimensions"]["io"].update(score=140), "greater than the maximum"),
+        (lambda d: d["status"]["nodes"][0]["dimensions"].update(gpu={"score": 1}), "'level' is a required property"),
+        (lambda d: d["status"]["nodes"][0]["signals"].update(psiCpuSomeRate=101), "greater than the maximum"),
     ],
 )
 def test_bad_values_are_rejected(mutate: Any, expected: str) -> None:
@@ -97,6 +101,8 @@ def test_report_written_by_the_model_validates_and_round_trips() -> None:
                 signals={"psiCpuSomeAvg10": 35.0, "cpuStealPercent": 2.0},
                 last_sample_time=1_800_000_000.0,
                 reasons=("psiCpuSomeAvg10=35.0 between warn 20 and critical 50",),
+                dominant="cpu",
+                dimensions={"cpu": DimensionScore(Level.MEDIUM, 55.5), "io": DimensionScore(Level.NONE, 3.25)},
             ),
             NodeAssessment(name="n2", level=Level.UNKNOWN, score=0.0, reasons=("no sample for 31 s",)),
         ),
@@ -116,5 +122,7 @@ def test_report_written_by_the_model_validates_and_round_trips() -> None:
     back = report_from_status(status)
     assert back.nodes[0].level is Level.MEDIUM
     assert back.nodes[0].signals == {"psiCpuSomeAvg10": 35.0, "cpuStealPercent": 2.0}
+    assert back.nodes[0] == report.nodes[0]
+    assert (back.nodes[1].dominant, back.nodes[1].dimensions) == ("", {})
     assert back.nodes[1].last_sample_time is None
     assert abs(back.last_update_time - report.last_update_time) < 0.001

@@ -13,8 +13,8 @@ from mco_py.analysis.policy import PolicySettings
 from mco_py.extender.app import ExtenderApp
 from mco_py.extender.server import start_in_thread
 from mco_py.extender.source import FileReportSource, NoLabels
-from mco_py.extender.wire import make_decoder
-from mco_py.model import Level
+from mco_py.extender.wire import SENSITIVE_TO, make_decoder
+from mco_py.model import DimensionScore, Level, NodeAssessment
 
 from . import bodies, go_contract
 from .conftest import NOW, assessment
@@ -507,3 +507,46 @@ def test_stop_closes_open_keep_alive_connections(fresh):
         assert not running.thread.is_alive()
         assert sock.recv(65536) == b"", "the server closed the keep-alive connection"
     assert not running.connections
+
+
+def test_prioritize_weighs_the_dimensions_the_pod_names(make_extender, report_file):
+    cpu_busy = NodeAssessment(
+        "worker-0", Level.HIGH, 100.0, {}, NOW - 1, dominant="cpu", dimensions={"cpu": DimensionScore(Level.HIGH, 100)}
+    )
+    io_busy = NodeAssessment(
+        "worker-1", Level.MEDIUM, 60.0, {}, NOW - 1, dominant="io", dimensions={"io": DimensionScore(Level.MEDIUM, 60)}
+    )
+    report_file.write([cpu_busy, io_busy])
+    ext = make_extender()
+    plain = bodies.prioritize_body(2, pods=1)
+    io_pod = bodies.prioritize_body(2, pods=1)
+    io_pod["task"]["Pod"]["metadata"]["annotations"][SENSITIVE_TO] = "io"
+    assert go_contract.volcano_prioritize(ext.post("/volcano/prioritize", bodies.dumps(plain))[1]) == {
+        "worker-0": 0.0,
+        "worker-1": 40.0,
+    }
+    assert go_contract.volcano_prioritize(ext.post("/volcano/prioritize", bodies.dumps(io_pod))[1]) == {
+        "worker-0": 100.0,  # busy, but not on the pod's resource
+        "worker-1": 40.0,
+    }
+    kube = bodies.kube_args(None, ["worker-0", "worker-1"])
+    kube["Pod"]["metadata"]["annotations"][SENSITIVE_TO] = "io"
+    _, data = ext.post("/kube/prioritize", bodies.dumps(kube))
+    assert {h["Host"]: h["Score"] for h in json.loads(data)} == {"worker-0": 10, "worker-1": 4}
+    decisions = {"verb": "volcano_prioritize", "result": "score"}
+    assert ext.metric("mco_extender_decisions_total", {**decisions, "reason": "dimensions"}) == 2.0
+    assert ext.metric("mco_extender_decisions_total", {**decisions, "reason": "report"}) == 2.0
+
+
+def test_an_unreadable_sensitivity_annotation_scores_by_node_level(make_extender, report_file, caplog):
+    report_file.write()
+    ext = make_extender()
+    body = bodies.prioritize_body(3, pods=1)
+    body["task"]["Pod"]["metadata"]["annotations"][SENSITIVE_TO] = "cpu=lots"
+    scores = go_contract.volcano_prioritize(ext.post("/volcano/prioritize", bodies.dumps(body))[1])
+    assert scores == go_contract.volcano_prioritize(
+        ext.post("/volcano/prioritize", bodies.dumps(bodies.prioritize_body(3, pods=1)))[1]
+    )
+    labels = {"verb": "volcano_prioritize", "result": "score", "reason": "invalid-hint"}
+    assert ext.metric("mco_extender_decisions_total", labels) == 3.0
+    assert any("weight of cpu is not a number" in r.getMessage() for r in caplog.records)

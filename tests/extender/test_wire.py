@@ -15,6 +15,7 @@ from mco_py.extender import wire
 from . import bodies
 
 DECODERS = [wire.MsgspecDecoder(), wire.StdlibDecoder()]
+SENSITIVE_TO = wire.SENSITIVE_TO
 
 
 def test_fold_get_prefers_exact_then_last_case_insensitive_match():
@@ -127,6 +128,8 @@ json_values = st.recursive(
                     "Nodes",
                     "items",
                     "NodeNames",
+                    "annotations",
+                    wire.SENSITIVE_TO,
                     "x",
                 ]
             ),
@@ -159,3 +162,22 @@ def test_decoders_agree_on_random_objects(doc):
     a, b = fast.volcano_predicate(raw), slow.volcano_predicate(raw)
     assert (a.pod, a.node) == (b.pod, b.node)
     assert fast.volcano_prioritize(raw).nodes == slow.volcano_prioritize(raw).nodes
+
+
+def test_the_sensitivity_annotation_is_read_for_scoring_by_both_decoders():
+    pbody = bodies.prioritize_body(2, pods=1)
+    pbody["task"]["Pod"]["metadata"]["annotations"][SENSITIVE_TO] = "cpu=2,io"
+    kbody = bodies.kube_args(None, ["a"])
+    kbody["Pod"]["metadata"]["Annotations"] = kbody["Pod"]["metadata"].pop("annotations")  # Go folds field names
+    kbody["Pod"]["metadata"]["Annotations"][SENSITIVE_TO] = "memory"
+    for dec in DECODERS:
+        assert dec.volcano_prioritize(bodies.dumps(pbody)).pod.sensitive_to == "cpu=2,io"
+        assert dec.kube_args(bodies.dumps(kbody)).pod.sensitive_to == "memory"
+        # a map key is not folded: another spelling of the annotation is not it
+        other = bodies.prioritize_body(2, pods=1)
+        other["task"]["Pod"]["metadata"]["annotations"][SENSITIVE_TO.upper()] = "cpu"
+        assert dec.volcano_prioritize(bodies.dumps(other)).pod.sensitive_to is None
+        # predicates do not need it
+        predicate = bodies.predicate_body()
+        predicate["task"]["Pod"]["metadata"]["annotations"][SENSITIVE_TO] = "cpu"
+        assert dec.volcano_predicate(bodies.dumps(predicate)).pod.sensitive_to is None

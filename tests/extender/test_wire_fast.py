@@ -196,3 +196,34 @@ def test_large_predicate_replies_match_the_stdlib_service(tmp_path, node, runtim
     assert replies[0] == replies[1]
     passes = node == "worker-2" and (runtime_class is None or kata)
     assert (replies[0] == b'{"status":""}') == passes
+
+
+annotations = st.builds(
+    lambda pairs: Obj(tuple(pairs)),
+    st.lists(
+        st.tuples(
+            st.sampled_from([wire.SENSITIVE_TO, wire.SENSITIVE_TO.upper(), "volcano.sh/task-spec"]),
+            st.sampled_from(["cpu", "io=2,cpu", ""]) | wrong,
+        ),
+        max_size=3,
+    ),
+)
+hinted_pods = obj(metadata=obj(name=text, namespace=text, annotations=annotations), spec=obj(runtimeClassName=text))
+prioritize_documents = obj(task=obj(Pod=hinted_pods), nodes=st.lists(obj(Name=text), max_size=3))
+kube_documents = obj(Pod=hinted_pods, NodeNames=st.lists(text, max_size=3))
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=prioritize_documents)
+def test_msgspec_decoder_reads_prioritize_and_its_hint_as_the_generic_walk(doc):
+    raw = dump(doc).encode()
+    fast, slow = FAST.volcano_prioritize(raw), GENERIC.volcano_prioritize(raw)
+    assert (fast.pod, fast.nodes) == (slow.pod, slow.nodes)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=kube_documents)
+def test_msgspec_decoder_reads_kube_args_and_its_hint_as_the_generic_walk(doc):
+    raw = dump(doc).encode()
+    fast, slow = FAST.kube_args(raw), GENERIC.kube_args(raw)
+    assert (fast.pod, fast.node_names) == (slow.pod, slow.node_names)
