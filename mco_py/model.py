@@ -172,7 +172,7 @@ class Report:
     nodes: tuple[NodeAssessment, ...] = ()
     """One assessment per node, sorted by name."""
     detail_dropped: int = 0
-    """Nodes whose signals and reasons were left out to stay under the API size limit."""
+    """Nodes whose dimensions, signals and reasons were left out to stay under the API size limit."""
 
     def node(self, name: str) -> NodeAssessment | None:
         """The assessment of ``name``, or None."""

@@ -222,13 +222,12 @@ def bench_report(nodes: int, repeats: int = 5, *, fresh: bool = False) -> dict[s
 
 def entry_sizes(report: Report) -> tuple[float, float, float]:
     """Mean encoded bytes per node entry: full None, full High, bare."""
-    import dataclasses
-
+    from mco_py.analysis.status import bare_entry
     from mco_py.model import Level
 
     none = [encoded_size(assessment_to_dict(n)) for n in report.nodes if n.level is Level.NONE]
     high = [encoded_size(assessment_to_dict(n)) for n in report.nodes if n.level is Level.HIGH]
-    bare = [encoded_size(assessment_to_dict(dataclasses.replace(n, signals={}, reasons=()))) for n in report.nodes]
+    bare = [encoded_size(bare_entry(n)) for n in report.nodes]
     return (sum(none) / max(1, len(none)), sum(high) / max(1, len(high)), sum(bare) / len(bare))
 
 

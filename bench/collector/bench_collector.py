@@ -204,16 +204,21 @@ def side_by_side(duration: float, flush: float | None = None) -> dict[str, dict[
 
 
 def start_sink() -> tuple[Any, int]:
-    """A minimal analyzer in this process that acknowledges every batch."""
+    """A minimal analyzer in this process that acknowledges every batch and, as the real one does, first
+    sends the default rules' warn values (so the collector checks every sample against them)."""
     from concurrent import futures
 
     import grpc
 
+    from mco_py.analysis.rules import default_rules
     from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
     from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 
+    above = {name: rule.warn for name, rule in default_rules().signals.items()}
+
     class Sink(pb_grpc.AnalyzerServicer):
         def StreamSamples(self, request_iterator, context):  # type: ignore[no-untyped-def]
+            yield pb.Control(send_early=pb.SendEarly(above=above))
             for batch in request_iterator:
                 yield pb.Control(ack=pb.Ack(sequence=batch.sequence, accepted=len(batch.samples)))
 

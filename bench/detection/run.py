@@ -47,6 +47,8 @@ class Antagonist:
     visible: bool = True
     memory_limit: int = 0
     """Run inside a memory cgroup with this limit (bytes); 0: no cgroup."""
+    uncached: Path | None = None
+    """A file whose pages are dropped from the page cache before the start (else a rerun reads it from memory)."""
 
 
 def antagonists(duration: int) -> dict[str, Antagonist]:
@@ -71,6 +73,7 @@ def antagonists(duration: int) -> dict[str, Antagonist]:
             ["sh", "-c", f"read() {{ while :; do cat {WORK / 'big'} > /dev/null; done; }}; read & read"],
             "io: psiIoSomeRate, bioLatencyP99Ms; memory: psiMemorySomeRate (2 readers of 3 GiB in 1 GiB)",
             memory_limit=1 << 30,
+            uncached=WORK / "big",
         ),
         "oom": Antagonist(
             "oom",
@@ -229,7 +232,18 @@ def memory_cgroup(limit: int) -> Iterator[Path | None]:
                 time.sleep(0.1)
 
 
+def drop_cached(path: Path) -> None:
+    """Drop ``path``'s clean pages from the page cache (whichever cgroup they were charged to)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def start(antagonist: Antagonist, cgroup: Path | None) -> subprocess.Popen[bytes]:
+    if antagonist.uncached is not None:
+        drop_cached(antagonist.uncached)
     command = antagonist.command
     if cgroup is not None:  # join the group before exec: every child is charged to it
         command = ["sh", "-c", f'echo $$ > {cgroup / "cgroup.procs"} && exec "$@"', "sh", *command]

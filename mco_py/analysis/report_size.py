@@ -4,8 +4,8 @@ etcd refuses requests above 1.5 MiB (``--max-request-bytes`` default 1,572,864).
 whole object travels in one request, so the ``status`` must stay well below that; the
 default budget leaves room for metadata and the JSON envelope.
 
-Order of sacrifice, least useful first: the detail (``signals`` and ``reasons``; a node's
-``dominant`` and ``dimensions`` always stay) of None
+Order of sacrifice, least useful first: the detail (``dimensions``, ``signals`` and
+``reasons``; a node's ``dominant`` stays) of None
 nodes (lowest score first), then of Low, Unknown, Medium and High nodes; only when even
 bare entries do not fit are whole nodes left out (None nodes first, lowest score first).
 Stripped nodes are counted in ``Report.detail_dropped``.
@@ -223,12 +223,7 @@ def _leave_out(order: list[int], entries: list[dict[str, Any]], size: int, limit
 
 
 def _stripped(item: NodeAssessment) -> NodeAssessment:
-    """``item`` without signals and reasons (its dimensions stay)."""
+    """``item`` without dimensions, signals and reasons (its dominant dimension stays)."""
     return new_assessment(
-        item.name,
-        item.level,
-        item.score,
-        last_sample_time=item.last_sample_time,
-        dominant=item.dominant,
-        dimensions=item.dimensions,
+        item.name, item.level, item.score, last_sample_time=item.last_sample_time, dominant=item.dominant
     )

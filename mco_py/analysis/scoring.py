@@ -422,7 +422,7 @@ def _kept_entry(node: _Node, item: NodeAssessment) -> dict[str, Any]:
 
 def _kept_bare(node: _Node, item: NodeAssessment) -> dict[str, Any]:
     """The bare status entry of ``item``, the node's kept assessment (made once)."""
-    entry = node.kept_bare = new_entry(item, None, [])  # bare_entry(item)
+    entry = node.kept_bare = bare_entry(item)
     return entry
 
 

@@ -105,12 +105,10 @@ def rounded_signals(signals: Mapping[str, float]) -> dict[str, float]:
     return {k: round_to(v, 1e4) for k, v in signals.items() if isfinite(v)}
 
 
-def new_entry(
-    item: NodeAssessment, signals: dict[str, float] | None, reasons: list[str] | None = None
-) -> dict[str, Any]:
+def new_entry(item: NodeAssessment, signals: dict[str, float] | None, *, bare: bool = False) -> dict[str, Any]:
     """``assessment_to_dict(item)``, given ``signals = rounded_signals(item.signals)`` (None when
-    ``item.signals`` is empty); ``reasons``: ``list(item.reasons)`` unless given. The result may be
-    shared between reports: never mutate it."""
+    ``item.signals`` is empty); ``bare``: without the detail (dimensions, signals and reasons), as
+    :func:`bare_entry`. The result may be shared between reports: never mutate it."""
     score = item.score * 100.0
     out: dict[str, Any] = {
         "name": item.name,
@@ -122,27 +120,27 @@ def new_entry(
     }
     if item.dominant:
         out["dominant"] = item.dominant
-    if item.dimensions:
+    if item.dimensions and not bare:
         out["dimensions"] = dimensions_to_dict(item.dimensions)
     if signals is not None:
         out["signals"] = signals
     if item.last_sample_time is not None:
         out["lastSampleTime"] = fast_format_time(item.last_sample_time)
-    out["reasons"] = list(item.reasons) if reasons is None else reasons
+    out["reasons"] = [] if bare else list(item.reasons)
     return out
 
 
 def bare_entry(item: NodeAssessment) -> dict[str, Any]:
-    """The entry of ``item`` without signals and reasons (the size fit's stripped entry; the full
-    entry when ``item`` has no detail; the dimensions stay). May be shared between reports: never
-    mutate it."""
-    return new_entry(item, None, [])
+    """The entry of ``item`` without its detail, dimensions, signals and reasons (the size fit's
+    stripped entry; the full entry when ``item`` has no detail; ``dominant`` stays). May be shared
+    between reports: never mutate it."""
+    return new_entry(item, None, bare=True)
 
 
 def has_detail(item: NodeAssessment) -> bool:
-    """True when the entry of ``item`` has signals or reasons to strip (signals read first: the
-    reasons may be formatted on read)."""
-    return bool(item.signals or item.reasons)
+    """True when the entry of ``item`` has dimensions, signals or reasons to strip (signals read
+    before the reasons: they may be formatted on read)."""
+    return bool(item.dimensions or item.signals or item.reasons)
 
 
 Rounded = Callable[[NodeAssessment], dict[str, float] | None]
@@ -188,6 +186,9 @@ class Cached:
             saved = 0
             if self.has_detail:
                 entry = self.entry
+                dimensions = entry.get("dimensions")
+                if dimensions is not None:  # `"dimensions":{...},` (never the last key)
+                    saved += len('"dimensions":,') + encoded_size(dimensions)
                 signals = entry.get("signals")
                 if signals is not None:  # `"signals":{...},` (never the last key)
                     saved += len('"signals":,') + encoded_size(signals)

@@ -80,7 +80,7 @@ class AnalyzerMetrics:
         )
         self.detail_dropped = Gauge(
             "mco_analyzer_report_detail_dropped_nodes",
-            "Nodes whose signals and reasons were left out of the last report (size limit)",
+            "Nodes whose dimensions, signals and reasons were left out of the last report (size limit)",
             registry=registry,
         )
         self.nodes_dropped = Gauge(

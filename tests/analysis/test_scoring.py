@@ -186,7 +186,9 @@ def test_hysteresis_needs_consecutive_assessments() -> None:
     change = scorer.observe(sample("n", T0 + 2, psiIoSomeAvg10=60.0), T0 + 2)
     assert change is not None
     assert (change.old, change.new) == (Level.NONE, Level.HIGH)
-    assert any("raised after 2 assessment(s) above None, most of the newest 1 at or above High" in r for r in change.reasons)
+    assert any(
+        "raised after 2 assessment(s) above None, most of the newest 1 at or above High" in r for r in change.reasons
+    )
     for i in (3, 4):
         assert scorer.observe(sample("n", T0 + i, psiIoSomeAvg10=0.0), T0 + i) is None
     change = scorer.observe(sample("n", T0 + 5, psiIoSomeAvg10=0.0), T0 + 5)

@@ -133,10 +133,10 @@ def _reference_fit(report: Report, budget: int) -> tuple[Report, int, list[str],
     for i in order:
         if size + 32 <= budget:
             break
-        if not entries[i].get("signals") and not entries[i]["reasons"]:
+        if not entries[i].get("dimensions") and not entries[i].get("signals") and not entries[i]["reasons"]:
             continue
         size -= encoded_size(entries[i])
-        nodes[i] = dataclasses.replace(nodes[i], signals={}, reasons=())
+        nodes[i] = dataclasses.replace(nodes[i], dimensions={}, signals={}, reasons=())
         entries[i] = assessment_to_dict(nodes[i])
         size += encoded_size(entries[i])
         stripped += 1
@@ -252,7 +252,8 @@ def _cached_build_equals_from_scratch(
                 budget = encoded_size(report_to_status(reference_report)) + int(budget)
             if bare:
                 assert listed_entries == [
-                    assessment_to_dict(dataclasses.replace(n, signals={}, reasons=())) for n in reference_report.nodes
+                    assessment_to_dict(dataclasses.replace(n, dimensions={}, signals={}, reasons=()))
+                    for n in reference_report.nodes
                 ]
             elif listed_entries is not None:  # whatever the budget
                 status = envelope(report)
