@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mco_py import __version__
-from mco_py.analysis.rules import default_rules_text, migrate_rules, parse_rules
+from mco_py.analysis.rules import DetectionRules, default_rules_text, parse_rules, rules_to_yaml
 from mco_py.errors import MCOError, ReportNotFound, RulesError
 
 #: name -> (module, help). Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
@@ -47,35 +47,35 @@ def _print_problems(path: Path, exc: RulesError) -> None:
         print(f"  - {problem}", file=sys.stderr)
 
 
-def _cmd_rules_validate(args: argparse.Namespace) -> int:
-    path: Path = args.file
+def _load_rules(path: Path) -> DetectionRules | None:
+    """The rules document at ``path`` (``-``: standard input); None, the problems printed, when invalid."""
     text = _read_rules_text(path)
     if text is None:
-        return 1
+        return None
     try:
-        rules = parse_rules(text, source=str(path))
+        return parse_rules(text, source=str(path))
     except RulesError as exc:
         _print_problems(path, exc)
+        return None
+
+
+def _cmd_rules_validate(args: argparse.Namespace) -> int:
+    rules = _load_rules(args.file)
+    if rules is None:
         return 1
     dims = ", ".join(f"{d.name} ({len(d.signals)})" for d in rules.dimensions)
-    print(f"{path}: valid (version {rules.version}, format {rules.format}, dimensions: {dims})")
+    print(f"{args.file}: valid (version {rules.version}, format {rules.format}, dimensions: {dims})")
     for note in rules.migration_notes:
         print(f"  note: {note}")
     return 0
 
 
 def _cmd_rules_migrate(args: argparse.Namespace) -> int:
-    path: Path = args.file
-    text = _read_rules_text(path)
-    if text is None:
+    rules = _load_rules(args.file)
+    if rules is None:
         return 1
-    try:
-        converted, notes = migrate_rules(text, source=str(path))
-    except RulesError as exc:
-        _print_problems(path, exc)
-        return 1
-    sys.stdout.write(converted)
-    for note in notes:
+    sys.stdout.write(rules_to_yaml(rules, source=str(args.file)))
+    for note in rules.migration_notes:
         print(f"note: {note}", file=sys.stderr)
     return 0
 

@@ -10,7 +10,7 @@ bad as its worst signal and the node as its worst dimension. Format 1 (a flat
 ``signals:`` map with weights, no ``format`` key) is still read: each signal goes to
 its default dimension (:data:`~mco_py.model.DEFAULT_DIMENSIONS`) and the weights are
 dropped, with :attr:`DetectionRules.migration_notes` saying so. ``mco rules migrate``
-prints the converted document (:func:`migrate_rules`).
+prints the converted document (:func:`rules_to_yaml`).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class DetectionRules:
     hysteresis: Hysteresis = Hysteresis()
     staleness: Staleness = Staleness()
     format: int = RULES_FORMAT
-    """The format the document was written in (1 is read through :func:`migrate_rules`)."""
+    """The format the document was written in (1 is read converted: :attr:`migration_notes`)."""
     migration_notes: tuple[str, ...] = ()
     """For a format-1 document: what the conversion changed (empty otherwise)."""
     signals: Mapping[str, SignalRule] = field(init=False, compare=False, repr=False)
@@ -469,15 +469,11 @@ def rules_to_mapping(rules: DetectionRules) -> dict[str, Any]:
     }
 
 
-def migrate_rules(text: str, *, source: str = "rules.yaml") -> tuple[str, tuple[str, ...]]:
-    """A rules document (either format) as format-2 YAML, and notes on what the conversion changed.
-
-    Raises :class:`RulesError` when the document is invalid in its own format.
-    """
-    rules = parse_rules(text, source=source)
+def rules_to_yaml(rules: DetectionRules, *, source: str = "rules.yaml") -> str:
+    """``rules`` as a format-2 YAML document (``mco rules migrate``); :attr:`DetectionRules.migration_notes`
+    say what converting a format-1 document changed."""
     body = yaml.safe_dump(rules_to_mapping(rules), sort_keys=False, default_flow_style=False)
-    header = f"# converted by `mco rules migrate` from {source} (format {rules.format})\n"
-    return "---\n" + header + body, rules.migration_notes
+    return f"---\n# converted by `mco rules migrate` from {source} (format {rules.format})\n{body}"
 
 
 def default_rules_text() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,12 +63,26 @@ class TestCA:
         self.path = directory / "ca.pem"
         self.path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, stem: str, common_name: str, dns: list[str], *, server: bool) -> Issued:
+    def issue(
+        self,
+        stem: str,
+        common_name: str,
+        dns: list[str],
+        *,
+        server: bool,
+        organization: str | None = None,
+        ips: list[str] | None = None,
+    ) -> Issued:
+        """A certificate (and key) named ``stem`` for ``common_name``; ``organization`` is the subject's O
+        (Kubernetes reads it as the user's group), ``dns`` and ``ips`` the subject alternative names."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
+        subject = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        if organization:
+            subject.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
         builder = (
             x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+            .subject_name(x509.Name(subject))
             .issuer_name(self.cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
@@ -79,8 +94,10 @@ class TestCA:
                 critical=False,
             )
         )
-        if dns:
-            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False)
+        names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+        names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips or ()]
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
         cert_path = self.dir / f"{stem}.pem"
         key_path = self.dir / f"{stem}-key.pem"
