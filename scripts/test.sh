@@ -5,7 +5,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
-ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax pytest molecule"
+ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax pytest cluster molecule"
 TIERS=${TIERS:-$ALL_TIERS}
 
 declare -A RESULT SECONDS_USED
@@ -42,6 +42,10 @@ tier_syntax() {
   return $rc
 }
 
+tier_cluster() {
+  python -m tests.cluster.build && pytest -p no:cacheprovider -m cluster tests/cluster_tests
+}
+
 can_boot() {  # booted test nodes need root, systemd-nspawn and network namespaces
   [ "$(id -u)" -eq 0 ] && command -v systemd-nspawn >/dev/null && command -v debootstrap >/dev/null && ip netns list >/dev/null 2>&1
 }
@@ -76,7 +80,10 @@ for tier in $TIERS; do
     syntax)
       if [ -n "$(playbooks)" ]; then run_tier syntax 180 tier_syntax
       else skip_tier syntax "no playbooks yet"; fi ;;
-    pytest) run_tier pytest 900 pytest -p no:cacheprovider ;;
+    pytest) run_tier pytest 900 pytest -p no:cacheprovider -m "not cluster" ;;
+    # The real control plane: built from tests/cluster/go.mod on first use (about 7 minutes on
+    # 2 cores, then cached outside the clone), then the tests that run MCO against it.
+    cluster) run_tier cluster 1500 tier_cluster ;;
     molecule)
       if ls molecule/*/molecule.yml >/dev/null 2>&1; then run_tier molecule 1200 tier_molecule
       else skip_tier molecule "no scenarios yet"; fi ;;

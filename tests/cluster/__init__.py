@@ -1,0 +1,1 @@
+"""Real control-plane binaries (etcd, Kubernetes, Volcano) built from Go modules: see build.py."""

@@ -1,0 +1,282 @@
+"""MCO against the real programs: kube-apiserver (RBAC, ServiceAccount tokens), etcd, Volcano's
+vc-scheduler and vc-controller-manager, kube-scheduler — built from pinned Go modules.
+
+One cluster for the module, in order: the roles install MCO's objects (idempotently), the analyzer
+and the extender run with their own ServiceAccounts' tokens, then both schedulers place pods through
+the extender, with the report fresh, stale, and with the extender down.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import yaml
+
+from tests.cluster.cluster import volcano_conf
+from tests.cluster_tests.conftest import (
+    NS,
+    TTL,
+    Env,
+    existing_volcano,
+    mount_scheduler_configmap,
+    run_playbook,
+    wait_until,
+)
+from tests.rules_fixtures import quick_rules_text
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+
+KATA_LABEL = "katacontainers.io/kata-runtime"
+#: A Kata RuntimeClass without `scheduling.nodeSelector` (the role's ones have it), made by the first test.
+KATA_NO_SELECTOR = "kata-no-selector"
+
+
+def test_the_roles_install_mcos_objects_on_an_existing_volcano_idempotently(env: Env) -> None:
+    existing_volcano(env.cluster)
+    first = run_playbook(env, {})
+    assert first["failures"] == 0
+    assert first["changed"] > 0
+    second = run_playbook(env, {})
+    assert second["changed"] == 0, "a second converge changes nothing"
+    # the CRD is served with its printer columns; the detection rules are in place
+    crd = env.json("get", "crd", "nodeinterferencereports.mco.many-core.io")
+    assert any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"]["conditions"])
+    assert "cluster-tier" in env.json("get", "configmap", "-n", NS, "mco-detection-rules")["data"]["rules.yaml"]
+    # our extender entry went into the existing Volcano's ConfigMap, in the v1.10+ reply format
+    conf = env.json("get", "configmap", "-n", "volcano-system", "volcano-scheduler-configmap")["data"]
+    plugins = [p for tier in yaml.safe_load(conf["volcano-scheduler.conf"])["tiers"] for p in tier["plugins"]]
+    extender = next(p for p in plugins if p["name"] == "extender")
+    assert extender["arguments"]["extender.urlPrefix"] == f"{env.extender_url}/volcano/v1.10"
+    assert extender["arguments"]["extender.ignorable"] is True
+    # the rollout restart the role asks for reached the Deployment
+    deployment = env.json("get", "deployment", "-n", "volcano-system", "volcano-scheduler")
+    assert "kubectl.kubernetes.io/restartedAt" in deployment["spec"]["template"]["metadata"].get("annotations", {})
+    # kata-deploy objects, RuntimeClasses, and kvm_check's node label
+    assert env.json("get", "daemonset", "-n", "kube-system", "kata-deploy")["metadata"]["name"] == "kata-deploy"
+    assert env.json("get", "runtimeclass", "kata-qemu")["handler"] == "kata-qemu"
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in env.json("get", "nodes")["items"]}
+    assert "mco.many-core.io/kvm-ready" in labels["node-1"]
+    # what the cluster's own agents would do next (there is no kubelet): kata-deploy's pod labels the
+    # node it installed Kata on, and the kubelet projects the edited ConfigMap into vc-scheduler's file
+    env.kubectl("label", "node", "node-3", f"{KATA_LABEL}=true")
+    mount_scheduler_configmap(env)
+    env.cluster.apply(
+        [
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": KATA_NO_SELECTOR},
+                "handler": "kata-qemu",
+            }
+        ]
+    )
+
+
+BROKEN_RULES = "version: broken\nsignals:\n  psiIoSomeAvg10: {warn: 9, critical: 3}\n"
+
+#: (expected answer, verb, resource[/name][#subresource], namespace) per ServiceAccount.
+IDENTITIES = {
+    "mco-analyzer": [
+        ("yes", "get", "nodeinterferencereports.mco.many-core.io", ""),
+        ("yes", "create", "nodeinterferencereports.mco.many-core.io", ""),
+        ("yes", "patch", "nodeinterferencereports.mco.many-core.io#status", ""),
+        ("no", "delete", "nodeinterferencereports.mco.many-core.io", ""),
+        ("no", "patch", "nodeinterferencereports.mco.many-core.io", ""),
+        ("yes", "get", "configmaps/mco-detection-rules", NS),
+        ("no", "get", "configmaps/other", NS),
+        ("no", "list", "configmaps", NS),
+        ("no", "update", "configmaps/mco-detection-rules", NS),
+        ("yes", "create", "events", NS),
+        ("no", "create", "events", "default"),
+        ("yes", "create", "leases.coordination.k8s.io", NS),
+        ("yes", "update", "leases.coordination.k8s.io/mco-analyzer", NS),
+        ("no", "update", "leases.coordination.k8s.io/other", NS),
+        ("no", "get", "secrets", NS),
+        ("no", "list", "nodes", ""),
+        ("no", "create", "pods", "default"),
+    ],
+    "mco-scheduler-extender": [
+        ("yes", "get", "nodeinterferencereports.mco.many-core.io", ""),
+        ("yes", "watch", "nodeinterferencereports.mco.many-core.io", ""),
+        ("no", "patch", "nodeinterferencereports.mco.many-core.io#status", ""),
+        ("no", "create", "nodeinterferencereports.mco.many-core.io", ""),
+        ("yes", "list", "nodes", ""),
+        ("yes", "watch", "nodes", ""),
+        ("no", "patch", "nodes", ""),
+        ("no", "get", "secrets", NS),
+        ("no", "get", "configmaps", NS),
+        ("no", "create", "pods/binding", "default"),
+    ],
+}
+
+
+def test_each_identity_has_least_privilege(env: Env) -> None:
+    """``kubectl auth can-i`` as each MCO ServiceAccount: what it needs is allowed, the rest denied."""
+    table = []
+    for sa, checks in IDENTITIES.items():
+        for expected, verb, resource, namespace in checks:
+            name, _, subresource = resource.partition("#")
+            args = ["auth", "can-i", verb, name, f"--as=system:serviceaccount:{NS}:{sa}"]
+            args += [f"--subresource={subresource}"] if subresource else []
+            args += ["-n", namespace] if namespace else []
+            answer = env.kubectl(*args, check=False).strip()
+            table.append((sa, verb, resource, namespace or "(cluster)", expected, answer))
+    wrong = [row for row in table if row[4] != row[5]]
+    assert not wrong, "\n".join(f"{r[0]}: can-i {r[1]} {r[2]} in {r[3]}: expected {r[4]}, got {r[5]}" for r in wrong)
+
+
+def test_the_analyzer_works_with_its_own_serviceaccount_token_only(env: Env) -> None:
+    env.start_analyzer()
+    env.send("node-1", psiIoSomeRate=1.0, psiIoSomeAvg10=1.0)
+    env.send("node-2", psiIoSomeRate=40.0, psiIoSomeAvg10=35.0)  # over the extender's io hard constraint (20)
+    env.send("node-3", psiCpuSomeRate=90.0, psiIoSomeAvg10=1.0)  # High (cpu), no hard constraint
+    nodes = wait_until(lambda: len(env.report_nodes()) == 3 and env.report_nodes(), "the report with 3 nodes")
+    assert {n: v["level"] for n, v in nodes.items()} == {"node-1": "None", "node-2": "Medium", "node-3": "High"}
+    assert nodes["node-3"]["dominant"] == "cpu"
+    # `kubectl get nir` shows the printer columns
+    table = env.kubectl("get", "nir").splitlines()
+    assert table[0].split() == ["NAME", "NODES", "HIGH", "UNKNOWN", "RULES", "UPDATED"]
+    assert table[1].split()[:5] == ["cluster", "3", "1", "0", "cluster-tier"]
+    # it holds the Lease, with the identity it was given
+    lease = env.json("get", "lease", "-n", NS, "mco-analyzer")
+    assert lease["spec"]["holderIdentity"] == "analyzer-test"
+    # a bad rules document is refused with an Event on the ConfigMap (and the rules stay)
+    env.kubectl(
+        "-n", NS, "patch", "configmap", "mco-detection-rules", "--type=merge",
+        "-p", json.dumps({"data": {"rules.yaml": BROKEN_RULES}}),
+    )  # fmt: skip
+    event = wait_until(
+        lambda: next(
+            (e for e in env.json("get", "events", "-n", NS)["items"] if e["reason"] == "InvalidDetectionRules"), None
+        ),
+        "an InvalidDetectionRules Event",
+    )
+    assert event["involvedObject"]["name"] == "mco-detection-rules"
+    assert "critical (3) must be greater than warn (9)" in event["message"]
+    env.kubectl(
+        "-n", NS, "patch", "configmap", "mco-detection-rules", "--type=merge",
+        "-p", json.dumps({"data": {"rules.yaml": quick_rules_text("cluster-tier-2")}}),
+    )  # fmt: skip
+    wait_until(lambda: "cluster-tier-2" in env.kubectl("get", "nir"), "the good rules in force again")
+    # every call it made was its own: no other credential is in its kubeconfig
+    config = yaml.safe_load(env.kubeconfigs["mco-analyzer"].read_text())
+    assert set(config["users"][0]["user"]) == {"token"}
+    errors = [line for line in env.analyzer.lines() if line.get("level") == "error"]  # type: ignore[union-attr]
+    assert not [e for e in errors if "forbidden" in json.dumps(e).lower()], errors
+
+
+def _fresh(env: Env) -> None:
+    """Keep every node's data fresh (the analyzer forgets nothing, the extender sees a current report)."""
+    env.send("node-1", psiIoSomeRate=1.0, psiIoSomeAvg10=1.0)
+    env.send("node-2", psiIoSomeRate=40.0, psiIoSomeAvg10=35.0)
+    env.send("node-3", psiCpuSomeRate=90.0, psiIoSomeAvg10=1.0)
+
+
+@pytest.mark.parametrize("scheduler", ["volcano", "default-scheduler"])
+def test_schedulers_place_pods_through_the_extender(env: Env, scheduler: str) -> None:
+    env.start_analyzer()
+    env.start_extender()
+    _fresh(env)
+    wait_until(lambda: env.report_nodes().get("node-3", {}).get("level") == "High", "node-3 High")
+    try:
+        # one at a time: the quiet node scores highest, the constrained one is never chosen
+        first = env.placements(env.create_pods(f"{scheduler[:3]}-one", 1, scheduler=scheduler))
+        assert list(first.values()) == ["node-1"], first
+        spread = env.placements(env.create_pods(f"{scheduler[:3]}-many", 6, scheduler=scheduler))
+        assert "node-2" not in spread.values(), spread
+        # a Kata pod fits only the node labelled for Kata (node-3), even though it is busy: the RuntimeClass
+        # has no nodeSelector of its own, so the extender's Kata rule is what keeps it there
+        kata = env.placements(
+            env.create_pods(f"{scheduler[:3]}-kata", 2, scheduler=scheduler, runtime_class=KATA_NO_SELECTOR)
+        )
+        assert set(kata.values()) == {"node-3"}, kata
+    finally:
+        env.delete_pods()
+    # and it was the extender that said so, through the routes of that scheduler
+    filter_route = "volcano_predicate" if scheduler == "volcano" else "kube_filter"
+    prioritize_route = "volcano_prioritize" if scheduler == "volcano" else "kube_prioritize"
+    decisions = _decisions(env)
+    assert decisions.get((filter_route, "reject", "constraint"), 0) > 0, decisions
+    assert decisions.get((filter_route, "reject", "kata"), 0) > 0, decisions
+    assert decisions.get((prioritize_route, "score", "report"), 0) > 0, decisions
+
+
+@pytest.mark.parametrize("scheduler", ["volcano", "default-scheduler"])
+def test_stale_report_falls_back_and_kata_still_holds(env: Env, scheduler: str) -> None:
+    env.start_extender()
+    analyzer = env.start_analyzer()
+    _fresh(env)
+    analyzer.stop()
+    time.sleep(TTL + 1.5)  # the report is older than the TTL now: basic mode
+    try:
+        assert b"mode=basic" in _readyz(env)
+        pods = env.placements(env.create_pods(f"{scheduler[:3]}-stale", 6, scheduler=scheduler))
+        assert len(pods) == 6
+        kata = env.placements(
+            env.create_pods(f"{scheduler[:3]}-kstale", 2, scheduler=scheduler, runtime_class=KATA_NO_SELECTOR)
+        )
+        assert set(kata.values()) == {"node-3"}, kata
+    finally:
+        env.delete_pods()
+
+
+@pytest.mark.parametrize("scheduler", ["volcano", "default-scheduler"])
+def test_a_down_extender_does_not_stop_scheduling(env: Env, scheduler: str) -> None:
+    extender = env.start_extender()
+    extender.stop()
+    try:
+        pods = env.placements(env.create_pods(f"{scheduler[:3]}-down", 4, scheduler=scheduler))
+        assert len(pods) == 4, "ignorable: the scheduler goes on without the extender"
+    finally:
+        env.delete_pods()
+        env.start_extender()
+
+
+def test_volcano_v1_14_decodes_only_the_v1_10_reply_format(env: Env) -> None:
+    """With node-2 the only candidate: the v1.10+ reply rejects it; a v1.9 reply cannot be decoded by
+    Volcano v1.14, `ignorable` turns that into a pass, and the rejection is lost."""
+    env.start_analyzer()
+    env.start_extender()
+    _fresh(env)
+    wait_until(lambda: env.report_nodes().get("node-2", {}).get("level") == "Medium", "node-2 in the report")
+    env.kubectl("cordon", "node-1", "node-3")
+    v110 = env.cluster.volcano_conf_path.read_text()
+    try:
+        (name,) = env.create_pods("fmt", 1)
+        time.sleep(6)  # several scheduling cycles
+        _fresh(env)
+        pod = env.json("get", "pod", "-n", "default", name)
+        assert not pod["spec"].get("nodeName"), "v1.10 format: node-2 rejected over its hard constraint"
+        env.cluster.set_volcano_conf(volcano_conf(env.extender_url, reply_format="v1.9"))
+        assert env.placements([name], timeout=60) == {name: "node-2"}, "v1.9 format: the rejection is lost"
+    finally:
+        env.cluster.set_volcano_conf(v110)
+        env.kubectl("uncordon", "node-1", "node-3")
+        env.delete_pods()
+
+
+def _decisions(env: Env) -> dict[tuple[str, str, str], float]:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{env.extender_url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out: dict[tuple[str, str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "mco_extender_decisions":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    labels = sample.labels
+                    out[(labels["verb"], labels["result"], labels["reason"])] = sample.value
+    return out
+
+
+def _readyz(env: Env) -> bytes:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{env.extender_url}/readyz", timeout=5) as resp:
+        body: bytes = resp.read()
+        return body
