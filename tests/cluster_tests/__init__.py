@@ -1,0 +1,1 @@
+"""The `cluster` tier: MCO against the real control plane (tests/cluster)."""
