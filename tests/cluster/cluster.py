@@ -1,9 +1,10 @@
-"""A real control plane on this host: etcd, kube-apiserver and, on request, Volcano and kube-scheduler.
+"""A real control plane on this host: etcd, kube-apiserver and, on request, Volcano, kube-scheduler
+and kube-controller-manager with the controllers asked for.
 
 The binaries come from :mod:`tests.cluster.build` (real upstream programs built from pinned Go
-modules). There is no kubelet and no kube-controller-manager: Nodes are created with their
-status (Ready, allocatable set), ServiceAccounts are created by whoever needs them, and a bound
-pod stays Pending with its ``spec.nodeName`` set.
+modules). There is no kubelet, and kube-controller-manager runs only with ``controllers=``: Nodes
+are created with their status (Ready, allocatable set), ServiceAccounts are created by whoever
+needs them, and a bound pod stays Pending with its ``spec.nodeName`` set.
 
     cluster = RealCluster(workdir, binaries())
     cluster.start(nodes=3, volcano=True)
@@ -105,9 +106,11 @@ class RealCluster:
         volcano_conf: str | None = None,
         kube_scheduler: bool = False,
         scheduler_config: Mapping[str, Any] | None = None,
+        controllers: Sequence[str] = (),
         timeout: float = 120.0,
     ) -> RealCluster:
-        """Start etcd and the API server, register ``nodes`` fake nodes, then the schedulers asked for."""
+        """Start etcd and the API server, register ``nodes`` fake nodes, then the schedulers asked for
+        and kube-controller-manager running ``controllers`` (e.g. ``["namespace", "garbagecollector"]``)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
             self._pki()
@@ -118,6 +121,8 @@ class RealCluster:
                 self.start_volcano(volcano_conf, timeout=timeout)
             if kube_scheduler:
                 self.start_kube_scheduler(scheduler_config or {}, timeout=timeout)
+            if controllers:
+                self.start_controller_manager(controllers, timeout=timeout)
         except BaseException:
             self.stop()
             raise
@@ -419,6 +424,32 @@ class RealCluster:
         context.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate: only liveness is asked
         self._wait(process, lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", context), timeout)
 
+    def start_controller_manager(self, controllers: Sequence[str], *, timeout: float = 120.0) -> None:
+        """kube-controller-manager running only ``controllers`` (names as in its ``--controllers``:
+        ``namespace`` finishes namespace deletion, ``garbagecollector`` follows ownerReferences),
+        with the admin client certificate (no per-controller ServiceAccounts)."""
+        port = free_port()
+        process = self._spawn(
+            "kube-controller-manager",
+            [
+                self.bins["kube-controller-manager"],
+                f"--kubeconfig={self.admin_kubeconfig}",
+                f"--controllers={','.join(controllers)}",
+                "--use-service-account-credentials=false",
+                "--leader-elect=false",
+                f"--secure-port={port}",
+                "--bind-address=127.0.0.1",
+                f"--cert-dir={self.workdir / 'controller-manager-certs'}",
+                f"--root-ca-file={self.ca.path if self.ca else ''}",
+                f"--service-account-private-key-file={self.sa_key}",
+                "-v=2",
+            ],
+        )
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate: only liveness is asked
+        self._wait(process, lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", context), timeout)
+
     def logs(self) -> dict[str, str]:
         """The last lines of every component's log (for failure messages)."""
         return {p.name: p.tail(40) for p in self.processes}
@@ -482,7 +513,7 @@ def extender_config(extender: str) -> dict[str, Any]:
                 "prioritizeVerb": "prioritize",
                 "weight": 1,
                 "httpTimeout": "1s",
-                "nodeCacheCapable": False,
+                "nodeCacheCapable": True,  # as docs/extender.md registers it: node names only
                 "ignorable": True,
             }
         ]
