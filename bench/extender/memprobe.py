@@ -164,7 +164,7 @@ def main() -> int:
     from mco_py.cli import main as cli_main
     from mco_py.extender import main as extender_main
 
-    original = getattr(extender_main, "glibc_malloc_trim", None)  # servers before session 12 have none
+    original = getattr(extender_main, "glibc_malloc_trim", None)  # older servers have none
     if original is not None:
         extender_main.glibc_malloc_trim = lambda: timed(original())
     return cli_main(sys.argv[2:])

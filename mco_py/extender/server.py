@@ -12,7 +12,7 @@ protocol): the parser copies what it keeps before the next read, so the loop
 allocates and copies no ``bytes`` object per read, and idle keep-alive
 connections hold no read buffer.
 
-Memory does not creep under load (docs/benchmarks.md, "session 12"): a closed
+Memory does not creep under load (docs/benchmarks.md, "Extender", "Memory soak"): a closed
 connection frees its parser at once (no reference cycle left for the cyclic
 GC), and :class:`HeapTrimmer` hands the C heap's free pages back to the OS
 some seconds after large requests.
