@@ -52,6 +52,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "etcd": ("go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/server/v3"),
     "kube-apiserver": ("k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes"),
     "kube-scheduler": ("k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes"),
+    "kube-controller-manager": ("k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes"),
     "kubectl": ("k8s.io/kubernetes/cmd/kubectl", "k8s.io/kubernetes"),
     "vc-scheduler": ("volcano.sh/volcano/cmd/scheduler", "volcano.sh/volcano"),
     "vc-controller-manager": ("volcano.sh/volcano/cmd/controller-manager", "volcano.sh/volcano"),
@@ -279,7 +280,7 @@ def volcano_crds(bins: Mapping[str, Path]) -> Path:
 
 
 def binaries(*, cache_root: Path | None = None) -> dict[str, Path]:
-    """Paths of etcd, kube-apiserver, kube-scheduler, kubectl, vc-scheduler and
+    """Paths of etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, vc-scheduler and
     vc-controller-manager; builds them first unless the cache has the set already.
 
     Raises BuildError when Go is missing or a build fails.

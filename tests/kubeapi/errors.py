@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 Obj = dict[str, Any]
@@ -46,6 +46,15 @@ def go_value(value: Any) -> str:  # noqa: PLR0911 - one return per Go print verb
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
+def go_json_type(value: Any) -> str:
+    """How Go's encoding/json names a JSON value's type in an UnmarshalTypeError."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+
+
 @dataclass(frozen=True)
 class FieldError:
     """One field.Error: ``type`` is a key of the table above, ``field`` a path like ``status.nodes[0].level``."""
@@ -74,25 +83,21 @@ class ApiError(Exception):
     code: int
     reason: str
     message: str
-    details: Obj = field(default_factory=dict)
+    details: Obj | None = None
+    """Sent when not None: the real server sends ``"details": {}`` for some errors and none for others."""
 
     def status(self) -> Obj:
-        out: Obj = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.details:
+        out: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": self.message}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.details is not None:
             out["details"] = self.details
+        out["code"] = self.code
         return out
 
 
 def _details(name: str, group: str, kind: str) -> Obj:
-    out: Obj = {"name": name}
+    out: Obj = {"name": name} if name else {}
     if group:
         out["group"] = group
     out["kind"] = kind
@@ -132,21 +137,66 @@ def invalid(group: str, kind: str, name: str, errors: list[FieldError]) -> ApiEr
 
 
 def bad_request(message: str) -> ApiError:
-    return ApiError(400, "BadRequest", message, {})
+    return ApiError(400, "BadRequest", message)
 
 
 def method_not_allowed() -> ApiError:
     return ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
 
 
-def unsupported_media_type(accepted: list[str]) -> ApiError:
+def unsupported_media_type(accepted: list[str] | None = None) -> ApiError:
+    """415: a content type the server knows nothing of, or (``accepted``) one this resource refuses."""
+    if accepted is None:
+        return ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
     return ApiError(
         415,
         "UnsupportedMediaType",
         f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}",
-        {},
     )
 
 
 def expired(message: str) -> ApiError:
-    return ApiError(410, "Expired", message, {})
+    return ApiError(410, "Expired", message)
+
+
+def internal(message: str) -> ApiError:
+    """A 500 without a reason, as the real server answers some refusals (e.g. resourceVersion on create)."""
+    return ApiError(500, "", message)
+
+
+def unrecognized(kind: str, cause: str, body: bytes) -> ApiError:
+    """A body the server could not decode into any kind (handlers.transformDecodeError)."""
+    if not body:
+        summary = "<empty>"
+    elif body[:1] == b"{":
+        summary = body.decode(errors="replace") if len(body) <= 30 else body[:30].decode(errors="replace") + " ..."
+    else:
+        summary = body.hex() if len(body) <= 30 else body[:30].hex() + " ..."
+    return bad_request(f"the object provided is unrecognized (must be of type {kind}): {cause} ({summary})")
+
+
+def cannot_handle(kind: str, version: str, cause: str) -> ApiError:
+    """A body of a known kind the server could not decode (handlers.transformDecodeError)."""
+    return bad_request(f'{kind} in version "{version}" cannot be handled as a {kind}: {cause}')
+
+
+def apply_conflict(conflicts: list[tuple[str, tuple[str, ...]]]) -> ApiError:
+    """409 of a server-side apply without force: (manager as printed, field path) per conflict."""
+    causes = [
+        {"reason": "FieldManagerConflict", "message": f"conflict with {m}", "field": _path(p)} for m, p in conflicts
+    ]
+    if len(conflicts) == 1:
+        manager, path = conflicts[0]
+        return ApiError(
+            409, "Conflict", f"Apply failed with 1 conflict: conflict with {manager}: {_path(path)}", {"causes": causes}
+        )
+    lines = []
+    for manager in sorted({m for m, _ in conflicts}):
+        lines.append(f"conflicts with {manager}:")
+        lines += [f"- {_path(p)}" for m, p in conflicts if m == manager]
+    message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+    return ApiError(409, "Conflict", message, {"causes": causes})
+
+
+def _path(path: tuple[str, ...]) -> str:
+    return "".join(f".{part}" for part in path)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.kubeapi.errors import FieldError
+from tests.kubeapi.selectors import DEFAULT_FIELD_ERROR, OWN_FIELD_ERROR
 
 Obj = dict[str, Any]
 
@@ -36,13 +37,20 @@ class ResourceType:
     """DELETE answers with the object (else a Status with details), as the type's real registry does."""
     unconditional_update: bool = True
     """PUT without metadata.resourceVersion is allowed (custom resources and CRDs: no)."""
+    verbs: tuple[str, ...] = VERBS
     fields: frozenset[str] = BASE_FIELDS
     """Field selector labels accepted on list/watch."""
+    field_error: str = DEFAULT_FIELD_ERROR
+    """Message for any other label (the kind's own conversion function, or the default one)."""
     schema: Obj | None = None
     """openAPIV3Schema of a custom resource (None: built-in, stored as given)."""
     crd: str = ""
     """Name of the defining CRD (custom resources only)."""
     storage_version: str = ""
+    stored_as: tuple[str, str, str] | None = None
+    """(group, version, plural) of the resource whose storage this one is a view of (events.k8s.io Events)."""
+    renames: tuple[tuple[str, str], ...] = ()
+    """(field here, field in the stored resource) for the top-level fields the two versions name differently."""
     extra: Obj = field(default_factory=dict)
 
     @property
@@ -59,7 +67,42 @@ class ResourceType:
 
     @property
     def storage_key(self) -> tuple[str, str]:
-        return (self.group, self.plural)
+        return (self.stored_as[0], self.stored_as[2]) if self.stored_as else (self.group, self.plural)
+
+    @property
+    def stored_api_version(self) -> str:
+        if self.stored_as is None:
+            return self.api_version
+        group, version, _ = self.stored_as
+        return f"{group}/{version}" if group else version
+
+    def to_stored(self, obj: Obj) -> Obj:
+        """``obj`` (this resource's form) with the stored resource's field names (in place)."""
+        for here, stored in self.renames:
+            if here in obj:
+                obj[stored] = obj.pop(here)
+        return obj
+
+    def to_served(self, obj: Obj) -> Obj:
+        """A stored object (in place) with this resource's field names."""
+        for here, stored in self.renames:
+            if stored in obj:
+                obj[here] = obj.pop(stored)
+        return obj
+
+    def stored_path(self, path: tuple[str, ...]) -> tuple[str, ...]:
+        """A field path of this resource's form in the stored form."""
+        renamed = next((stored for here, stored in self.renames if path[:1] == (here,)), None)
+        return (renamed, *path[1:]) if renamed else path
+
+    def served_path(self, path: tuple[str, ...]) -> tuple[str, ...]:
+        renamed = next((here for here, stored in self.renames if path[:1] == (stored,)), None)
+        return (renamed, *path[1:]) if renamed else path
+
+    def stored_field(self, label: str) -> str:
+        """The stored object's path for a field selector label of this resource."""
+        head, dot, rest = label.partition(".")
+        return next((stored + dot + rest for here, stored in self.renames if here == head), label)
 
     def discovery(self) -> list[Obj]:
         main: Obj = {
@@ -67,7 +110,7 @@ class ResourceType:
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
-            "verbs": list(VERBS),
+            "verbs": list(self.verbs),
         }
         if self.short_names:
             main["shortNames"] = list(self.short_names)
@@ -97,8 +140,11 @@ _POD_FIELDS = BASE_FIELDS | {
     "spec.restartPolicy",
     "spec.schedulerName",
     "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "spec.host",
     "status.phase",
     "status.podIP",
+    "status.podIPs",
     "status.nominatedNodeName",
 }
 _EVENT_FIELDS = BASE_FIELDS | {
@@ -114,44 +160,71 @@ _EVENT_FIELDS = BASE_FIELDS | {
     "source",
     "type",
 }
+_EVENTS_V1_FIELDS = BASE_FIELDS | {
+    "reason",
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
+    "reportingController",
+    "type",
+}
+# events.k8s.io/v1 Events are v1 Events (one storage) under other field names (k8s pkg/apis/events/v1).
+_EVENTS_V1_RENAMES = (
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+)
+_OWN = {"field_error": OWN_FIELD_ERROR}
 _WORKLOAD = {"status": True, "generation": True}
 
 BUILTINS: tuple[ResourceType, ...] = (
     _rt("v1", "namespaces", "Namespace", False, short_names=("ns",), status=True, name_rule="label",
-        delete_returns_object=True, status_on_create=True, fields=BASE_FIELDS | {"status.phase"}),
+        delete_returns_object=True, status_on_create=True, fields=frozenset({"metadata.name", "status.phase"}),
+        verbs=tuple(v for v in VERBS if v != "deletecollection"),
+        **_OWN),
     _rt("v1", "nodes", "Node", False, short_names=("no",), status=True, status_on_create=True,
-        fields=BASE_FIELDS | {"spec.unschedulable"}),
+        fields=frozenset({"metadata.name", "spec.unschedulable"}), **_OWN),
     _rt("v1", "configmaps", "ConfigMap", short_names=("cm",)),
-    _rt("v1", "secrets", "Secret", fields=BASE_FIELDS | {"type"}),
+    _rt("v1", "secrets", "Secret", fields=BASE_FIELDS | {"type"}, **_OWN),
     _rt("v1", "services", "Service", short_names=("svc",), categories=("all",), status=True,
-        name_rule="dns1035", delete_returns_object=True),
+        name_rule="dns1035", delete_returns_object=True, fields=BASE_FIELDS | {"spec.clusterIP", "spec.type"}, **_OWN),
     _rt("v1", "endpoints", "Endpoints", short_names=("ep",)),
     _rt("v1", "serviceaccounts", "ServiceAccount", short_names=("sa",), delete_returns_object=True),
-    _rt("v1", "events", "Event", short_names=("ev",), fields=_EVENT_FIELDS),
+    _rt("v1", "events", "Event", short_names=("ev",), fields=_EVENT_FIELDS, **_OWN),
     _rt("v1", "pods", "Pod", short_names=("po",), categories=("all",), status=True,
-        delete_returns_object=True, fields=_POD_FIELDS),
+        delete_returns_object=True, fields=_POD_FIELDS, **_OWN),
     _rt("apps/v1", "deployments", "Deployment", short_names=("deploy",), categories=("all",), **_WORKLOAD),
     _rt("apps/v1", "daemonsets", "DaemonSet", short_names=("ds",), categories=("all",), **_WORKLOAD),
     _rt("apps/v1", "statefulsets", "StatefulSet", short_names=("sts",), categories=("all",), **_WORKLOAD),
     _rt("apps/v1", "replicasets", "ReplicaSet", short_names=("rs",), categories=("all",), **_WORKLOAD),
-    _rt("batch/v1", "jobs", "Job", categories=("all",), **_WORKLOAD),
+    _rt("batch/v1", "jobs", "Job", categories=("all",), fields=BASE_FIELDS | {"status.successful"},
+        field_error="field label {label} not supported for Job", **_WORKLOAD),
     _rt("batch/v1", "cronjobs", "CronJob", short_names=("cj",), categories=("all",), **_WORKLOAD),
     _rt("node.k8s.io/v1", "runtimeclasses", "RuntimeClass", False),
     _rt("coordination.k8s.io/v1", "leases", "Lease"),
-    _rt("events.k8s.io/v1", "events", "Event", short_names=("ev",)),
+    _rt("events.k8s.io/v1", "events", "Event", short_names=("ev",), fields=_EVENTS_V1_FIELDS, **_OWN,
+        stored_as=("", "v1", "events"), renames=_EVENTS_V1_RENAMES),
     _rt("discovery.k8s.io/v1", "endpointslices", "EndpointSlice"),
     _rt("rbac.authorization.k8s.io/v1", "roles", "Role", name_rule="path"),
     _rt("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", name_rule="path"),
     _rt("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", False, name_rule="path"),
     _rt("rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", False, name_rule="path"),
     _rt("apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False,
-        short_names=("crd", "crds"), status=True, generation=True, delete_returns_object=True,
-        unconditional_update=False),
+        short_names=("crd", "crds"), categories=("api-extensions",), status=True, generation=True,
+        delete_returns_object=True, unconditional_update=False),
     _rt("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", False, short_names=("pc",)),
     _rt("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False,
-        generation=True),
+        categories=("api-extensions",), generation=True),
     _rt("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
-        False, generation=True),
+        False, categories=("api-extensions",), generation=True),
     _rt("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", short_names=("pdb",), **_WORKLOAD),
 )  # fmt: skip
 
@@ -203,6 +276,12 @@ def crd_defaults(crd: Obj) -> None:
     spec.setdefault("conversion", {"strategy": "None"})
 
 
+def initial_crd_status(crd: Obj) -> Obj:
+    """The status a CRD is created with, before the server's controllers accept its names."""
+    storage = next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))
+    return {"conditions": None, "acceptedNames": {"plural": "", "kind": ""}, "storedVersions": [storage]}
+
+
 def crd_status(crd: Obj, old_status: Obj | None, now: str) -> Obj:
     """Names accepted and Established at once; transition times kept from the previous status."""
     previous = {c.get("type"): c for c in (old_status or {}).get("conditions") or []}
@@ -248,6 +327,8 @@ def crd_resource_types(crd: Obj) -> list[ResourceType]:
                 schema=v["schema"]["openAPIV3Schema"],
                 crd=crd["metadata"]["name"],
                 storage_version=storage,
+                fields=BASE_FIELDS | {f["jsonPath"].lstrip(".") for f in v.get("selectableFields") or []},
+                field_error=OWN_FIELD_ERROR,
                 extra={"singular": names.get("singular"), "listKind": names.get("listKind")},
             )
         )

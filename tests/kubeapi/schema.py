@@ -148,6 +148,13 @@ def validate(value: Any, schema: Schema, path: str = "", *, root: bool = False) 
     return errors
 
 
+def under(prefix: str, error: FieldError) -> FieldError:
+    """``error`` of a value validated on its own, as a field of ``prefix`` (the message keeps its own path)."""
+    inner = error.field
+    joined = prefix if not inner else (f"{prefix}{inner}" if inner.startswith("[") else f"{prefix}.{inner}")
+    return FieldError(error.type, joined, error.value, error.detail)
+
+
 def _type_ok(value: Any, want: str, schema: Schema) -> bool:
     have = json_type(value)
     if schema.get("x-kubernetes-int-or-string"):
@@ -200,7 +207,10 @@ def _json(value: Any) -> str:
 
 def _validate_string(value: str, schema: Schema, path: str, errors: list[FieldError]) -> None:
     if "maxLength" in schema and len(value) > schema["maxLength"]:
-        errors.append(FieldError("TooLong", path, value, f"may not be longer than {schema['maxLength']}"))
+        limit = schema["maxLength"]
+        errors.append(
+            FieldError("TooLong", path, value, f"may not be more than {limit} byte{'' if limit == 1 else 's'}")
+        )
     if "minLength" in schema and len(value) < schema["minLength"]:
         detail = f"{path} in body should be at least {schema['minLength']} chars long"
         errors.append(FieldError("Invalid", path, value, detail))
@@ -208,7 +218,7 @@ def _validate_string(value: str, schema: Schema, path: str, errors: list[FieldEr
         errors.append(FieldError("Invalid", path, value, f"{path} in body should match '{schema['pattern']}'"))
     fmt = schema.get("format")
     if fmt and not _format_ok(fmt, value):
-        errors.append(FieldError("Invalid", path, value, f"{path} in body must be of type {fmt}: {_json(value)}"))
+        errors.append(FieldError("TypeInvalid", path, value, f"{path} in body must be of type {fmt}: {_json(value)}"))
 
 
 def _num(value: float) -> str:
@@ -256,9 +266,6 @@ def _validate_array(value: list[Any], schema: Schema, path: str, errors: list[Fi
 
 def _validate_object(value: dict[str, Any], schema: Schema, path: str, errors: list[FieldError], *, root: bool) -> None:
     props: dict[str, Schema] = schema.get("properties") or {}
-    for req in schema.get("required") or []:
-        if req not in value:
-            errors.append(FieldError("Required", _child(path, req)))
     if "maxProperties" in schema and len(value) > schema["maxProperties"]:
         detail = f"{path} in body should have at most {schema['maxProperties']} properties"
         errors.append(FieldError("TooMany", path, len(value), detail))
@@ -273,3 +280,6 @@ def _validate_object(value: dict[str, Any], schema: Schema, path: str, errors: l
             _validate(item, props[key], _child(path, key), errors)
         elif isinstance(extra, dict):
             _validate(item, extra, f"{path}[{key}]" if path else key, errors)
+    for req in schema.get("required") or []:  # after the properties, as kube-openapi's object validator
+        if req not in value:
+            errors.append(FieldError("Required", _child(path, req)))

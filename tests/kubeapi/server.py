@@ -40,24 +40,28 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from tests.kubeapi import errors as E
-from tests.kubeapi.errors import ApiError
+from tests.kubeapi.errors import ApiError, FieldError
 from tests.kubeapi.jsonutil import clone
 from tests.kubeapi.patch import json_patch, merge_patch, strategic_merge
 from tests.kubeapi.resources import ResourceType
 from tests.kubeapi.selectors import field_matcher, label_matcher
-from tests.kubeapi.store import Store, WatchEvent
+from tests.kubeapi.store import Store, WatchEvent, remove_field
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
-VERSION = {
+VERSION = {  # what the kube-apiserver of the cluster tier (v1.34.1) answers, but for the build details
     "major": "1",
-    "minor": "30",
-    "gitVersion": "v1.30.0",
+    "minor": "34",
+    "emulationMajor": "1",
+    "emulationMinor": "34",
+    "minCompatibilityMajor": "1",
+    "minCompatibilityMinor": "33",
+    "gitVersion": "v1.34.1",
     "gitCommit": "emulated",
     "gitTreeState": "clean",
-    "buildDate": "2024-04-17T00:00:00Z",
-    "goVersion": "go1.22.2",
+    "buildDate": "2025-09-09T19:37:19Z",
+    "goVersion": "go1.24.6",
     "compiler": "gc",
     "platform": "linux/amd64",
 }
@@ -224,7 +228,12 @@ class EmulatedAPI:
                 if rule.count > 0 and rule.path.search(path) and rule.method in (None, method):
                     rule.count -= 1
                     reason, message = _INJECTED.get(rule.code, ("InternalError", "injected failure"))
-                    return ApiError(rule.code, reason, message, {})
+                    details = {
+                        500: {"causes": [{"message": "injected failure"}]},
+                        429: {"retryAfterSeconds": 1},
+                        504: {"retryAfterSeconds": 1},
+                    }.get(rule.code)
+                    return ApiError(rule.code, reason, message, details)
             self._failures = [r for r in self._failures if r.count > 0]
         return None
 
@@ -348,7 +357,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         try:
             if self.api.token and self.headers.get("Authorization") != f"Bearer {self.api.token}":
-                raise ApiError(401, "Unauthorized", "Unauthorized", {})
+                raise ApiError(401, "Unauthorized", "Unauthorized")
             failure = self.api._injected_failure(method, path)
             if failure is not None:
                 raise failure
@@ -361,7 +370,10 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as e:  # a bug here must reach the test as an answer, not a dropped connection
             log.exception("kubeapi: %s %s failed", method, path)
             if self._code == 0:
-                error = ApiError(500, "InternalError", f"Internal error occurred: {type(e).__name__}: {e}", {})
+                cause = f"{type(e).__name__}: {e}"
+                error = ApiError(
+                    500, "InternalError", f"Internal error occurred: {cause}", {"causes": [{"message": cause}]}
+                )
                 self._send(500, error.status())
             else:
                 self.close_connection = True
@@ -374,6 +386,9 @@ class _Handler(BaseHTTPRequestHandler):
         parts = [p for p in path.split("/") if p]
         if parts in (["healthz"], ["readyz"], ["livez"]):
             self._send(200, b"ok")
+            return
+        if not self._api_path(parts):
+            self._send(404, b"404 page not found\n")  # Go's mux: plain text, no Status
             return
         if method == "GET" and self._discovery(parts):
             return
@@ -396,10 +411,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._patch(route, query, body)
         elif method == "DELETE" and route.name is not None:
             self._delete(route, query, body)
-        elif method == "DELETE" and route.name is None:
+        elif method == "DELETE" and route.name is None and "deletecollection" in route.rt.verbs:
             self._delete_collection(route, query)
         else:
             raise E.method_not_allowed()
+
+    def _api_path(self, parts: list[str]) -> bool:
+        """Served by an API handler (else the mux's plain-text 404): /version, /api..., /apis and its groups."""
+        if parts in (["version"], ["apis"]) or parts[:1] == ["api"]:
+            return True
+        return len(parts) >= 2 and parts[0] == "apis" and parts[1] in self.api.store.group_versions()
 
     def _resolve(self, parts: list[str]) -> _Route | None:
         if len(parts) >= 2 and parts[0] == "api":
@@ -469,7 +490,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _matcher(self, route: _Route, query: dict[str, list[str]]) -> Any:
         labels = label_matcher(_param(query, "labelSelector"))
-        fields = field_matcher(_param(query, "fieldSelector"), route.rt.fields)
+        fields = field_matcher(
+            _param(query, "fieldSelector"), route.rt.fields, route.rt.field_error, route.rt.stored_field
+        )
         return lambda obj: labels(obj) and fields(obj)
 
     def _list(self, route: _Route, query: dict[str, list[str]]) -> None:
@@ -568,8 +591,7 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> tuple[str, Obj] | None:
         if event.key != rt.storage_key or (namespace is not None and event.namespace != namespace):
             return None
-        obj = clone(event.obj)
-        obj["apiVersion"] = rt.api_version
+        obj = self.api.store.present(rt, event.obj)
         now_in = match(event.obj)
         was_in = event.old is not None and match(event.old)
         if event.type == "ADDED":
@@ -604,10 +626,17 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Warning"] = ", ".join(f'299 - "unknown field \\"{u}\\""' for u in unknown)
         self._send(code, obj, headers)
 
+    def _writer(self, query: dict[str, list[str]]) -> tuple[str, str]:
+        """The field manager of a write that is not an apply: ?fieldManager=, else the User-Agent's product."""
+        manager = _param(query, "fieldManager") or self.headers.get("User-Agent", "").split("/")[0][:128]
+        return (manager, "Update")
+
     def _create(self, route: _Route, query: dict[str, list[str]], body: bytes) -> None:
         dry_run, strict = self._write_flags(query)
         doc = self._decode(body, self.headers.get("Content-Type", ""))
-        obj, unknown = self.api.store.create(route.rt, route.namespace or "", doc, dry_run=dry_run, strict=strict)
+        obj, unknown = self.api.store.create(
+            route.rt, route.namespace or "", doc, dry_run=dry_run, strict=strict, raw=body, writer=self._writer(query)
+        )
         self._reply_write(201, obj, unknown, query)
 
     def _update(self, route: _Route, query: dict[str, list[str]], body: bytes) -> None:
@@ -621,6 +650,8 @@ class _Handler(BaseHTTPRequestHandler):
             subresource=route.subresource,
             dry_run=dry_run,
             strict=strict,
+            raw=body,
+            writer=self._writer(query),
         )
         self._reply_write(200, obj, unknown, query)
 
@@ -628,17 +659,21 @@ class _Handler(BaseHTTPRequestHandler):
         rt = route.rt
         content_type = self.headers.get("Content-Type", "").split(";")[0].strip()
         kind = _PATCH_TYPES.get(content_type)
+        if kind is None:
+            raise E.unsupported_media_type()
         accepted = [t for t, k in _PATCH_TYPES.items() if not (rt.custom and k == "strategic")]
-        if kind is None or content_type not in accepted:
+        if content_type not in accepted:
             raise E.unsupported_media_type(accepted)
         dry_run, strict = self._write_flags(query)
-        patch = self._decode(body, content_type)
+        try:
+            patch = self._decode(body, content_type)
+        except ApiError as e:
+            raise E.bad_request(e.message.replace("error decoding request body", "error decoding patch", 1)) from None
         store, namespace, name = self.api.store, route.namespace or "", route.name or ""
         if kind == "apply":
             if not _param(query, "fieldManager"):
-                raise E.bad_request(
-                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch'
-                )
+                required = FieldError("Required", "fieldManager", detail="is required for apply patch")
+                raise E.invalid("meta.k8s.io", "PatchOptions", "", [required])
             if not isinstance(patch, dict):
                 raise E.bad_request("apply patch must be an object")
             try:
@@ -653,7 +688,9 @@ class _Handler(BaseHTTPRequestHandler):
                     raise E.bad_request(
                         f"the name of the object ({given}) does not match the name on the URL ({name})"
                     ) from None
-                obj, unknown = store.create(rt, namespace, created, dry_run=dry_run, strict=strict)
+                obj, unknown = store.create(rt, namespace, created, dry_run=dry_run, strict=strict, writer=None)
+                if not dry_run:
+                    store.record_apply(rt, namespace, name, _param(query, "fieldManager"), patch)
                 self._reply_write(201, obj, unknown, query)
                 return
 
@@ -661,16 +698,35 @@ class _Handler(BaseHTTPRequestHandler):
             if kind == "json":
                 return json_patch(current, patch)
             if not isinstance(patch, dict):
-                raise E.bad_request(f"{content_type} patch must be a JSON object")
+                raise E.bad_request(
+                    "error decoding patch: json: cannot unmarshal "
+                    f"{E.go_json_type(patch)} into Go value of type map[string]interface {{}}"
+                )
             if kind == "merge":
                 return merge_patch(current, patch)
-            if kind == "strategic" or not rt.custom:
+            if kind == "strategic":
                 return strategic_merge(current, patch)
-            return merge_patch(current, _without_nulls(patch))
+            merged = strategic_merge(current, patch) if not rt.custom else merge_patch(current, _without_nulls(patch))
+            for path in store.dropped_by_apply(rt, namespace, name, _param(query, "fieldManager"), patch):
+                remove_field(merged, path)  # what this manager applied before and no longer does
+            return merged
 
+        if kind == "apply" and not _flag(query, "force"):
+            store.apply_conflicts(rt, namespace, name, _param(query, "fieldManager"), patch)
+        writer = None if kind == "apply" else self._writer(query)
         obj, unknown = store.update(
-            rt, namespace, name, change, subresource=route.subresource, dry_run=dry_run, require_rv=False, strict=strict
+            rt,
+            namespace,
+            name,
+            change,
+            subresource=route.subresource,
+            dry_run=dry_run,
+            require_rv=False,
+            strict=strict,
+            writer=writer,
         )
+        if kind == "apply" and not dry_run:
+            store.record_apply(rt, namespace, name, _param(query, "fieldManager"), patch)
         self._reply_write(200, obj, unknown, query)
 
     def _delete(self, route: _Route, query: dict[str, list[str]], body: bytes) -> None:
@@ -680,8 +736,14 @@ class _Handler(BaseHTTPRequestHandler):
             decoded = self._decode(body, self.headers.get("Content-Type", ""))
             options = decoded if isinstance(decoded, dict) else {}
         dry_run = bool(query.get("dryRun")) or bool(options.get("dryRun"))
+        if _param(query, "propagationPolicy"):
+            options["propagationPolicy"] = _param(query, "propagationPolicy")
+        if _param(query, "gracePeriodSeconds").lstrip("-").isdigit():
+            options["gracePeriodSeconds"] = int(_param(query, "gracePeriodSeconds"))
+        if _param(query, "orphanDependents"):
+            options["orphanDependents"] = _flag(query, "orphanDependents")
         obj, deleted = self.api.store.delete(
-            rt, route.namespace or "", route.name or "", options.get("preconditions"), dry_run=dry_run
+            rt, route.namespace or "", route.name or "", options.get("preconditions"), dry_run=dry_run, options=options
         )
         if rt.delete_returns_object or not deleted:
             self._send(200, obj)

@@ -11,14 +11,22 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.kubeapi import errors as E
 from tests.kubeapi import schema as S
 from tests.kubeapi.errors import ApiError, FieldError, GoLiteral
 from tests.kubeapi.jsonutil import clone
-from tests.kubeapi.resources import BUILTINS, CRD_GROUP, ResourceType, crd_defaults, crd_errors, crd_resource_types
+from tests.kubeapi.resources import (
+    BUILTINS,
+    CRD_GROUP,
+    ResourceType,
+    crd_defaults,
+    crd_errors,
+    crd_resource_types,
+    initial_crd_status,
+)
 from tests.kubeapi.resources import crd_status as make_crd_status
 
 Obj = dict[str, Any]
@@ -56,6 +64,59 @@ _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "generation")
 
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+FieldPath = tuple[str, ...]
+
+
+@dataclass
+class Manager:
+    """A field manager of an object: the fields it owns, as managedFields would record them."""
+
+    fields: set[FieldPath]
+    operation: str  # "Apply" | "Update"
+    api_version: str
+    time: str
+
+    def shown(self, name: str) -> str:
+        """As conflict messages name it (managedfields printManager)."""
+        quoted = json.dumps(name)
+        return quoted if self.operation == "Apply" else f"{quoted} using {self.api_version} at {self.time}"
+
+
+_IDENTITY: set[FieldPath] = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")}
+
+
+def leaf_fields(obj: Any, prefix: FieldPath = ()) -> set[FieldPath]:
+    """The fields an object sets, as paths through its maps (a list is one field, as for an atomic list)."""
+    out: set[FieldPath] = set()
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            path = (*prefix, key)
+            if path in (("metadata", "resourceVersion"), ("metadata", "managedFields"), ("status",)):
+                continue
+            out |= leaf_fields(value, path) if isinstance(value, dict) and value else {path}
+    return out - _IDENTITY
+
+
+def _at(obj: Any, path: FieldPath) -> Any:
+    for part in path:
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def remove_field(obj: Obj, path: FieldPath) -> None:
+    """Delete a field and the maps it leaves empty."""
+    parents = [obj]
+    for part in path[:-1]:
+        child = parents[-1].get(part)
+        if not isinstance(child, dict):
+            return
+        parents.append(child)
+    parents[-1].pop(path[-1], None)
+    for depth in range(len(path) - 1, 0, -1):
+        if not parents[depth]:
+            parents[depth - 1].pop(path[depth - 1], None)
 
 
 @dataclass(frozen=True)
@@ -190,19 +251,53 @@ def _check_string_maps(rt: ResourceType, obj: Obj) -> None:
         if bad is not None:
             raise _decode_error(rt, bad, go_name)
     if (rt.group, rt.plural) == ("", "secrets"):
-        for key, value in (obj.get("data") or {}).items():
-            try:
-                base64.b64decode(value or "", validate=True)
-            except ValueError as e:
-                raise E.bad_request(
-                    f'Secret in version "v1" cannot be handled as a Secret: illegal base64 data in data[{key}]'
-                ) from e
+        for value in (obj.get("data") or {}).values():
+            offset = _base64_error(value or "")
+            if offset is not None:
+                raise E.cannot_handle("Secret", "v1", f"illegal base64 data at input byte {offset}")
 
 
-def _refuse_unknown(unknown: list[str], strict: bool) -> None:
+_B64 = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def _base64_error(text: str) -> int | None:  # noqa: PLR0911 - one return per outcome of Go's decodeQuantum
+    """Offset Go's base64.StdEncoding reports for ``text`` (encoding/base64 decodeQuantum), or None if valid."""
+    src, si = text.encode(), 0
+    while si < len(src):
+        j = 0
+        while j < 4:
+            if si == len(src):
+                if j == 0:
+                    return None
+                return si - j
+            ch = chr(src[si])
+            si += 1
+            if ch in _B64:
+                j += 1
+                continue
+            if ch in "\r\n":
+                continue
+            if ch != "=" or j in (0, 1):
+                return si - 1
+            if j == 2:  # "==" expected: the first "=" is consumed
+                while si < len(src) and chr(src[si]) in "\r\n":
+                    si += 1
+                if si == len(src):
+                    return len(src)
+                if chr(src[si]) != "=":
+                    return si - 1
+                si += 1
+            while si < len(src) and chr(src[si]) in "\r\n":
+                si += 1
+            return si if si < len(src) else None
+    return None
+
+
+def _refuse_unknown(rt: ResourceType, unknown: list[str], strict: bool) -> None:
     """fieldValidation=Strict: unknown fields are a 400, as with the real server."""
     if strict and unknown:
-        raise E.bad_request("strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown))
+        cause = "strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown)
+        raise E.cannot_handle(rt.kind, rt.version, cause)
 
 
 def _comparable(obj: Obj, drop_status: bool) -> Obj:
@@ -228,6 +323,8 @@ class Store:
         self.events: deque[WatchEvent] = deque(maxlen=max(1, history))
         self.types: dict[tuple[str, str, str], ResourceType] = {}
         self.forced_conflicts: dict[tuple[str, str, str, str], int] = {}
+        # field ownership: (storage key, namespace, name) -> field manager -> what it owns
+        self.managers: dict[tuple[Key, str, str], dict[str, Manager]] = {}
         self.closed = False
         for rt in BUILTINS:
             self.types[(rt.group, rt.version, rt.plural)] = rt
@@ -272,9 +369,12 @@ class Store:
         return self.objects.setdefault(rt.storage_key, {})
 
     def _present(self, rt: ResourceType, obj: Obj) -> Obj:
-        out = clone(obj)
+        """A stored object as ``rt`` serves it."""
+        out = rt.to_served(clone(obj))
         out["apiVersion"] = rt.api_version
         return out
+
+    present = _present
 
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
         with self.cond:
@@ -312,28 +412,54 @@ class Store:
             self.forced_conflicts[key] = left - 1
             raise E.conflict(rt.group, rt.plural, name, E.STALE)
 
-    def _commit(self, rt: ResourceType, event: str, obj: Obj, old: Obj | None) -> Obj:
+    def _commit(
+        self, rt: ResourceType, event: str, obj: Obj, old: Obj | None, writer: tuple[str, str] | None = None
+    ) -> Obj:
+        """Store a change; ``writer`` is (field manager, "Apply" or "Update") of a client's write."""
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         meta = obj["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
         if event == "DELETED":
             self._bucket(rt).pop(key, None)
+            self.managers.pop((rt.storage_key, *key), None)
         else:
             self._bucket(rt)[key] = obj
+            now_set, before = leaf_fields(obj), leaf_fields(old) if old is not None else set()
+            changed = now_set ^ before | {f for f in now_set & before if _at(obj, f) != _at(old, f)}
+            owners = self.managers.setdefault((rt.storage_key, *key), {})
+            for entry in owners.values():  # a changed field belongs to whoever changed it
+                entry.fields.difference_update(changed)
+            if writer is not None and writer[1] == "Update" and changed & now_set:
+                entry = owners.setdefault(writer[0], Manager(set(), "Update", rt.api_version, now()))
+                entry.fields |= changed & now_set
+                entry.api_version, entry.time = rt.api_version, now()
         self.events.append(WatchEvent(self.rv, event, rt.storage_key, key[0], clone(obj), old))
         self.cond.notify_all()
         return self._present(rt, obj)
 
-    def _admit(self, rt: ResourceType, new: Obj, old: Obj | None, subresource: str) -> tuple[Obj, list[str]]:
+    def _admit(
+        self, rt: ResourceType, new: Obj, old: Obj | None, subresource: str, strict: bool = False
+    ) -> tuple[Obj, list[str]]:
         """Apply the real server's write rules to ``new``; return it and pruned unknown field paths."""
-        if subresource == "status" and old is not None:
-            status = new.get("status")
+        if subresource == "status" and old is not None and rt.custom:
+            status = new.get("status")  # custom resources: a /status write changes status only
             new = clone(old)
             if status is None:
                 new.pop("status", None)
             else:
                 new["status"] = status
+        elif subresource == "status" and old is not None:
+            # built-in kinds (and CRDs) keep the old spec; metadata comes from the request
+            # (the kinds' statusStrategy.PrepareForUpdate), except what their strategies restore
+            new.pop("spec", None)
+            if "spec" in old:
+                new["spec"] = clone(old["spec"])
+            restore = {("apps", "deployments"): "labels", ("", "pods"): "ownerReferences"}.get((rt.group, rt.plural))
+            if restore:
+                new["metadata"].pop(restore, None)
+                if restore in old["metadata"]:
+                    new["metadata"][restore] = clone(old["metadata"][restore])
         elif rt.status and old is not None:
             new.pop("status", None)
             if "status" in old:
@@ -354,8 +480,14 @@ class Store:
         errors: list[FieldError] = []
         if rt.schema is not None:
             unknown = S.prune(new, rt.schema, root=True)
+            _refuse_unknown(rt, unknown, strict)  # a decoding error: before any validation
             S.default(new, rt.schema)
-            errors += S.validate(new, rt.schema, root=True)
+            status_schema = (rt.schema.get("properties") or {}).get("status")
+            if subresource == "status" and "status" in new and isinstance(status_schema, dict):
+                # the status alone against its schema: fields under "status", messages relative to it
+                errors += [S.under("status", e) for e in S.validate(new["status"], status_schema)]
+            elif subresource != "status":
+                errors += S.validate(new, rt.schema, root=True)
         errors += name_errors(meta["name"], rt.name_rule) if old is None else immutable_errors(rt, new, old)
         errors += label_errors(meta.get("labels"))
         if rt.group == CRD_GROUP and rt.plural == "customresourcedefinitions":
@@ -364,7 +496,10 @@ class Store:
             raise E.invalid(rt.group, rt.kind, meta["name"], errors)
         if rt.group == CRD_GROUP and rt.plural == "customresourcedefinitions":
             crd_defaults(new)
-            new["status"] = make_crd_status(new, (old or {}).get("status"), now())
+            if old is None:
+                new["status"] = initial_crd_status(new)
+            else:
+                new["status"] = make_crd_status(new, old.get("status"), now())
         if (rt.group, rt.plural) == ("", "secrets"):
             for key, value in (new.pop("stringData", None) or {}).items():
                 new.setdefault("data", {})[key] = base64.b64encode((value or "").encode()).decode()
@@ -379,15 +514,16 @@ class Store:
                 meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
         return new, unknown
 
-    def _normalize(self, rt: ResourceType, namespace: str, body: Any) -> Obj:
+    def _normalize(self, rt: ResourceType, namespace: str, body: Any, raw: bytes | None = None) -> Obj:
         if not isinstance(body, dict):
             raise E.bad_request(f"the body of the request must be a {rt.kind} object")
         obj = clone(body)
-        if rt.custom:  # unstructured decoding: no defaults from the URL, as with the real server
-            for field in ("kind", "apiVersion"):
-                if not obj.get(field):
-                    shown = json.dumps(body, separators=(",", ":"))[:200]
-                    raise E.bad_request(f"Object '{'Kind' if field == 'kind' else field}' is missing in '{shown}'")
+        if rt.custom and not obj.get("kind"):  # unstructured decoding: no kind from the URL
+            data = raw if raw is not None else json.dumps(body, separators=(",", ":")).encode()
+            missing = f"Object 'Kind' is missing in '{data.decode(errors='replace')}'"
+            raise E.unrecognized(rt.kind, missing, data)
+        if rt.custom and not obj.get("apiVersion"):
+            obj["apiVersion"] = ""
         kind = obj.get("kind")
         if kind and kind != rt.kind:
             raise E.bad_request(
@@ -395,13 +531,14 @@ class Store:
                 "the kind in the data does not match"
             )
         api_version = obj.get("apiVersion")
-        if api_version and api_version != rt.api_version:
+        if (api_version or rt.custom) and api_version != rt.api_version:
             raise E.bad_request(
                 f"the API version in the data ({api_version}) does not match "
                 f"the expected API version ({rt.api_version})"
             )
         obj["kind"] = rt.kind
-        obj["apiVersion"] = rt.api_version
+        rt.to_stored(obj)
+        obj["apiVersion"] = rt.stored_api_version
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise E.bad_request("metadata must be an object")
@@ -417,10 +554,18 @@ class Store:
         return obj
 
     def create(
-        self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False, strict: bool = False
+        self,
+        rt: ResourceType,
+        namespace: str,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        strict: bool = False,
+        raw: bytes | None = None,
+        writer: tuple[str, str] | None = None,
     ) -> tuple[Obj, list[str]]:
         with self.cond:
-            obj = self._normalize(rt, namespace, body)
+            obj = self._normalize(rt, namespace, body, raw)
             meta = obj["metadata"]
             self._check_namespace(rt, namespace)
             if not meta.get("name"):
@@ -433,17 +578,21 @@ class Store:
                     if (namespace, candidate) not in bucket:
                         break
                 meta["name"] = candidate
-            if (namespace if rt.namespaced else "", meta["name"]) in self._bucket(rt):
-                raise E.already_exists(rt.group, rt.plural, meta["name"])
-            if meta.get("resourceVersion"):
-                raise E.bad_request("resourceVersion should not be set on objects to be created")
-            obj, unknown = self._admit(rt, obj, None, "")
-            _refuse_unknown(unknown, strict)
+            obj, unknown = self._admit(rt, obj, None, "", strict)
+            # what the storage layer refuses, after validation: a plain error (500), then a taken name
+            if obj["metadata"].get("resourceVersion"):
+                raise E.internal("resourceVersion should not be set on objects to be created")
+            if (namespace if rt.namespaced else "", obj["metadata"]["name"]) in self._bucket(rt):
+                raise E.already_exists(rt.group, rt.plural, obj["metadata"]["name"])
             if dry_run:
                 return self._present(rt, obj), unknown
-            out = self._commit(rt, "ADDED", obj, None)
+            out = self._commit(rt, "ADDED", obj, None, writer)
             if rt.group == CRD_GROUP and rt.plural == "customresourcedefinitions":
-                self._register_crd(obj)
+                # the controllers accept the names and establish it: a second write, as for real
+                established = clone(obj)
+                established["status"] = make_crd_status(obj, None, now())
+                self._commit(rt, "MODIFIED", established, clone(obj))
+                self._register_crd(established)
             return out, unknown
 
     def update(
@@ -457,6 +606,8 @@ class Store:
         dry_run: bool = False,
         require_rv: bool = True,
         strict: bool = False,
+        raw: bytes | None = None,
+        writer: tuple[str, str] | None = None,
     ) -> tuple[Obj, list[str]]:
         """Replace an object by ``change(current copy)`` (a PUT body or a patch result)."""
         with self.cond:
@@ -464,7 +615,7 @@ class Store:
             current = self._bucket(rt).get((ns, name))
             if current is None:
                 raise E.not_found(rt.group, rt.plural, name)
-            new = self._normalize(rt, namespace, change(self._present(rt, current)))
+            new = self._normalize(rt, namespace, change(self._present(rt, current)), raw)
             meta = new["metadata"]
             if meta.get("name") != name:
                 raise E.bad_request(
@@ -476,26 +627,33 @@ class Store:
                 raise E.conflict(rt.group, rt.plural, name, E.STALE)
             if not wanted and require_rv and not rt.unconditional_update:
                 error = FieldError(
-                    "Invalid", "metadata.resourceVersion", GoLiteral("0x0"), "must be specified for an update"
+                    "Invalid", "metadata.resourceVersion", GoLiteral("0"), "must be specified for an update"
                 )
-                raise E.invalid(rt.group, rt.kind, name, [error])
-            new, unknown = self._admit(rt, new, current, subresource)
-            _refuse_unknown(unknown, strict)
+                raise E.invalid(rt.group, rt.plural, name, [error])  # the resource, not the kind, as for real
+            new, unknown = self._admit(rt, new, current, subresource, strict)
             if _same(new, current):
                 return self._present(rt, current), unknown
             if dry_run:
                 return self._present(rt, new), unknown
             if current["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
                 return self._delete_now(rt, current), unknown
-            out = self._commit(rt, "MODIFIED", new, clone(current))
+            out = self._commit(rt, "MODIFIED", new, clone(current), writer)
             if rt.group == CRD_GROUP and rt.plural == "customresourcedefinitions":
                 self._register_crd(new)
             return out, unknown
 
     def delete(
-        self, rt: ResourceType, namespace: str, name: str, preconditions: Obj | None = None, *, dry_run: bool = False
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        preconditions: Obj | None = None,
+        *,
+        dry_run: bool = False,
+        options: Obj | None = None,
     ) -> tuple[Obj, bool]:
-        """Delete (or mark for deletion when finalizers remain); returns (object, deleted now)."""
+        """Delete (or mark for deletion when finalizers remain or a bound pod terminates); returns
+        (object, deleted now). ``options``: DeleteOptions (propagationPolicy, gracePeriodSeconds)."""
         with self.cond:
             ns = namespace if rt.namespaced else ""
             current = self._bucket(rt).get((ns, name))
@@ -518,15 +676,51 @@ class Store:
                 raise ApiError(403, "Forbidden", message, {"name": name, "kind": "namespaces"})
             if dry_run:
                 return self._present(rt, current), True
+            options = options or {}
             is_system = (rt.group == "" and rt.plural == "namespaces") or rt.plural == "customresourcedefinitions"
-            if meta.get("finalizers") and not is_system:
+            if (rt.group, rt.plural) == ("", "pods") and (current.get("spec") or {}).get("nodeName"):
+                terminating = self._terminate_bound_pod(rt, current, options.get("gracePeriodSeconds"))
+                if terminating is not None:
+                    return terminating, False
+            policy = options.get("propagationPolicy") or ("Orphan" if options.get("orphanDependents") else "")
+            if not policy and (rt.group, rt.plural) == ("batch", "jobs"):
+                policy = "Orphan"  # batch/v1 Jobs orphan their pods unless told otherwise
+            gc_finalizer = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy)
+            held = list(meta.get("finalizers") or [])
+            if (held or gc_finalizer) and not is_system:
                 if meta.get("deletionTimestamp"):
                     return self._present(rt, current), False
                 marked = clone(current)
                 marked["metadata"]["deletionTimestamp"] = now()
                 marked["metadata"]["deletionGracePeriodSeconds"] = 0
-                return self._commit(rt, "MODIFIED", marked, clone(current)), False
+                if gc_finalizer and gc_finalizer not in held:
+                    marked["metadata"]["finalizers"] = [*held, gc_finalizer]
+                answer = self._commit(rt, "MODIFIED", marked, clone(current))
+                if gc_finalizer:  # the garbage collector's part, done at once: it drops its finalizer
+                    if not held:
+                        self._delete_now(rt, marked)
+                    else:
+                        released = clone(marked)
+                        released["metadata"]["finalizers"] = held
+                        self._commit(rt, "MODIFIED", released, clone(marked))
+                return answer, False
             return self._delete_now(rt, current), True
+
+    def _terminate_bound_pod(self, rt: ResourceType, current: Obj, grace: Any) -> Obj | None:
+        """A pod on a node terminates for its grace period (until the kubelet deletes it with grace 0:
+        there is none here); None when it goes at once."""
+        meta = current["metadata"]
+        if grace is None:
+            grace = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        if int(grace) <= 0:
+            return None
+        if meta.get("deletionTimestamp") and int(meta.get("deletionGracePeriodSeconds", 0)) <= int(grace):
+            return self._present(rt, current)
+        marked = clone(current)
+        when = datetime.now(UTC) + timedelta(seconds=int(grace))
+        marked["metadata"]["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+        marked["metadata"]["deletionGracePeriodSeconds"] = int(grace)
+        return self._commit(rt, "MODIFIED", marked, clone(current))
 
     def _delete_now(self, rt: ResourceType, current: Obj) -> Obj:
         name = current["metadata"]["name"]
@@ -550,7 +744,49 @@ class Store:
         if rt.group == "" and rt.plural == "namespaces":
             gone["metadata"]["deletionTimestamp"] = now()
             gone["status"] = {"phase": "Terminating"}
+        if rt.group == "" and rt.plural == "pods":
+            gone["metadata"].setdefault("deletionTimestamp", now())
+            gone["metadata"].setdefault("deletionGracePeriodSeconds", 0)
         return self._commit(rt, "DELETED", gone, clone(current))
+
+    # ------------------------------------------------------------------ server-side apply
+
+    def _owners(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Manager]:
+        return self.managers.get((rt.storage_key, namespace if rt.namespaced else "", name), {})
+
+    def apply_conflicts(self, rt: ResourceType, namespace: str, name: str, manager: str, config: Obj) -> None:
+        """409 when ``config`` would change fields other managers own (an apply without force)."""
+        with self.cond:
+            current = self._bucket(rt).get((namespace if rt.namespaced else "", name))
+            if current is None:
+                return
+            served = self._present(rt, current)
+            conflicts = [
+                (other, path)
+                for path in sorted(leaf_fields(config))
+                if _at(config, path) != _at(served, path)
+                for other, entry in sorted(self._owners(rt, namespace, name).items())
+                if other != manager and rt.stored_path(path) in entry.fields
+            ]
+            if conflicts:
+                raise E.apply_conflict([(self._owners(rt, namespace, name)[m].shown(m), p) for m, p in conflicts])
+
+    def dropped_by_apply(
+        self, rt: ResourceType, namespace: str, name: str, manager: str, config: Obj
+    ) -> set[FieldPath]:
+        """Fields ``manager`` applied last time, leaves out of ``config`` now, and no other manager owns."""
+        owners = self._owners(rt, namespace, name)
+        others = set().union(*(m.fields for n, m in owners.items() if n != manager))
+        mine = owners[manager].fields if manager in owners and owners[manager].operation == "Apply" else set()
+        dropped = mine - {rt.stored_path(p) for p in leaf_fields(config)} - others
+        return {rt.served_path(p) for p in dropped}
+
+    def record_apply(self, rt: ResourceType, namespace: str, name: str, manager: str, config: Obj) -> None:
+        with self.cond:
+            key = (rt.storage_key, namespace if rt.namespaced else "", name)
+            if (key[1], name) in self._bucket(rt):
+                fields = {rt.stored_path(p) for p in leaf_fields(config)}
+                self.managers.setdefault(key, {})[manager] = Manager(fields, "Apply", rt.api_version, now())
 
     # ------------------------------------------------------------------ watch support
 

@@ -3,6 +3,8 @@
 Applies the real Volcano installers (v1.9.0 and v1.12.4, one server each), the
 kata-deploy RBAC, DaemonSet and RuntimeClasses and the MCO CRD, reads the
 objects back with the kubernetes client, and checks a second run changes nothing.
+
+Emulator only: it counts the servers' requests and resource versions (``requests``, ``store``).
 """
 
 from __future__ import annotations

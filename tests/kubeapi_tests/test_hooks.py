@@ -1,4 +1,8 @@
-"""Failure hooks other tests use: injected 5xx, outages, forced conflicts, authentication."""
+"""Failure hooks other tests use: injected 5xx, outages, forced conflicts, authentication.
+
+Emulator only: these are the emulator's own hooks (the real kube-apiserver cannot be told to fail
+on cue), so nothing here runs in tests/cluster_tests/test_kubeapi_contract.py.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ def test_fail_next_answers_the_given_code_for_matching_requests_only(kube_api: E
     assert code == 500
     assert status["reason"] == "InternalError"
     assert [r.code for r in kube_api.requests][-1] == 500
+    assert ("POST", CONFIGMAPS, 201) in [(r.method, r.path, r.code) for r in kube_api.requests]
 
 
 def test_go_down_refuses_connections_until_up(kube_api: EmulatedAPI, core: client.CoreV1Api) -> None:

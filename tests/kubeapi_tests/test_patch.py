@@ -8,11 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from tests.kubeapi import EmulatedAPI
 from tests.kubeapi.patch import merge_patch, strategic_merge
-from tests.kubeapi_tests.conftest import raw
-
-DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+from tests.kubeapi_tests.conftest import Backend, raw
 
 
 def _deployment() -> dict[str, Any]:
@@ -41,12 +38,16 @@ def _deployment() -> dict[str, Any]:
     }
 
 
-def _patch(api: EmulatedAPI, path: str, patch: Any, content_type: str) -> tuple[int, Any]:
-    return raw(api, "PATCH", path, patch, {"Content-Type": content_type})
+def _deployments(backend: Backend) -> str:
+    return f"/apis/apps/v1/namespaces/{backend.namespace}/deployments"
 
 
-def test_strategic_merge_merges_containers_env_and_ports_by_key(kube_api: EmulatedAPI) -> None:
-    assert raw(kube_api, "POST", DEPLOYMENTS, _deployment())[0] == 201
+def _patch(backend: Backend, path: str, patch: Any, content_type: str) -> tuple[int, Any]:
+    return raw(backend, "PATCH", path, patch, {"Content-Type": content_type})
+
+
+def test_strategic_merge_merges_containers_env_and_ports_by_key(backend: Backend) -> None:
+    assert raw(backend, "POST", _deployments(backend), _deployment())[0] == 201
     patch = {
         "spec": {
             "template": {
@@ -64,88 +65,99 @@ def test_strategic_merge_merges_containers_env_and_ports_by_key(kube_api: Emulat
             }
         }
     }
-    code, out = _patch(kube_api, DEPLOYMENTS + "/web", patch, "application/strategic-merge-patch+json")
+    code, out = _patch(backend, _deployments(backend) + "/web", patch, "application/strategic-merge-patch+json")
     assert code == 200
     spec = out["spec"]["template"]["spec"]
     app, sidecar = spec["containers"]
     assert (app["image"], sidecar["name"]) == ("app:2", "sidecar")
     assert app["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "20"}, {"name": "C", "value": "3"}]
-    assert [p["containerPort"] for p in app["ports"]] == [80, 9090]
+    # Without $setElementOrder the patch's items come first unless the original orders them.
+    assert [p["containerPort"] for p in app["ports"]] == [9090, 80]
     assert spec["tolerations"] == [{"key": "y", "operator": "Exists"}]  # no merge key: replaced
     assert out["metadata"]["generation"] == 2
     # $patch: delete removes one item by key.
     remove = {"spec": {"template": {"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}}}}
-    code, out = _patch(kube_api, DEPLOYMENTS + "/web", remove, "application/strategic-merge-patch+json")
+    code, out = _patch(backend, _deployments(backend) + "/web", remove, "application/strategic-merge-patch+json")
     assert [c["name"] for c in out["spec"]["template"]["spec"]["containers"]] == ["app"]
 
 
-def test_merge_patch_replaces_lists_and_null_deletes(kube_api: EmulatedAPI) -> None:
-    raw(kube_api, "POST", DEPLOYMENTS, _deployment())
+def test_merge_patch_replaces_lists_and_null_deletes(backend: Backend) -> None:
+    raw(backend, "POST", _deployments(backend), _deployment())
     patch = {
         "metadata": {"labels": {"a": None, "b": "2"}},
         "spec": {"template": {"spec": {"containers": [{"name": "only", "image": "x"}]}}},
     }
-    code, out = _patch(kube_api, DEPLOYMENTS + "/web", patch, "application/merge-patch+json")
+    code, out = _patch(backend, _deployments(backend) + "/web", patch, "application/merge-patch+json")
     assert code == 200
     assert out["metadata"]["labels"] == {"b": "2"}
-    assert out["spec"]["template"]["spec"]["containers"] == [{"name": "only", "image": "x"}]
+    # the real server also fills in container defaults (imagePullPolicy, ...); the emulator does not
+    assert [(c["name"], c["image"]) for c in out["spec"]["template"]["spec"]["containers"]] == [("only", "x")]
 
 
-def test_json_patch_and_failed_test_operation(kube_api: EmulatedAPI) -> None:
-    raw(kube_api, "POST", DEPLOYMENTS, _deployment())
+def test_json_patch_and_failed_test_operation(backend: Backend) -> None:
+    raw(backend, "POST", _deployments(backend), _deployment())
     ops = [
         {"op": "test", "path": "/metadata/labels/a", "value": "1"},
         {"op": "add", "path": "/metadata/labels/c", "value": "3"},
         {"op": "remove", "path": "/spec/template/spec/containers/1"},
     ]
-    code, out = _patch(kube_api, DEPLOYMENTS + "/web", ops, "application/json-patch+json")
+    code, out = _patch(backend, _deployments(backend) + "/web", ops, "application/json-patch+json")
     assert code == 200
     assert out["metadata"]["labels"] == {"a": "1", "c": "3"}
     assert len(out["spec"]["template"]["spec"]["containers"]) == 1
     code, failed = _patch(
-        kube_api,
-        DEPLOYMENTS + "/web",
+        backend,
+        _deployments(backend) + "/web",
         [{"op": "test", "path": "/metadata/labels/a", "value": "9"}],
         "application/json-patch+json",
     )
-    assert code == 422
-    assert failed["reason"] == "Invalid"
-    code, _ = _patch(kube_api, DEPLOYMENTS + "/web", {"spec": {}}, "text/plain")
-    assert code == 415
+    assert (code, failed["reason"], failed["details"]) == (422, "Invalid", {})
+    assert failed["message"] == "the server rejected our request due to an error in our request"
+    code, refused = _patch(backend, _deployments(backend) + "/web", {"spec": {}}, "text/plain")
+    assert (code, refused["message"]) == (415, "415: Unsupported Media Type")
 
 
-def test_resource_version_in_a_patch_is_a_precondition(kube_api: EmulatedAPI) -> None:
-    _, created = raw(kube_api, "POST", DEPLOYMENTS, _deployment())
+def test_resource_version_in_a_patch_is_a_precondition(backend: Backend) -> None:
+    _, created = raw(backend, "POST", _deployments(backend), _deployment())
     rv = created["metadata"]["resourceVersion"]
     ok = {"metadata": {"resourceVersion": rv, "labels": {"x": "1"}}}
-    assert _patch(kube_api, DEPLOYMENTS + "/web", ok, "application/merge-patch+json")[0] == 200
-    code, answer = _patch(kube_api, DEPLOYMENTS + "/web", ok, "application/merge-patch+json")
+    assert _patch(backend, _deployments(backend) + "/web", ok, "application/merge-patch+json")[0] == 200
+    code, answer = _patch(backend, _deployments(backend) + "/web", ok, "application/merge-patch+json")
     assert code == 409
     assert answer["reason"] == "Conflict"
 
 
-def test_server_side_apply_creates_then_merges(kube_api: EmulatedAPI, api_client: client.ApiClient) -> None:
-    manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  namespace: default\ndata:\n  a: '1'\n"
-    path = "/api/v1/namespaces/default/configmaps/applied"
-    code, answer = raw(kube_api, "PATCH", path, manifest.encode(), {"Content-Type": "application/apply-patch+yaml"})
-    assert code == 400
-    assert "fieldManager" in answer["message"]
-    query = "?fieldManager=mco&force=true"
-    code, created = raw(
-        kube_api, "PATCH", path + query, manifest.encode(), {"Content-Type": "application/apply-patch+yaml"}
+def test_server_side_apply_creates_then_owns_its_fields(backend: Backend, api_client: client.ApiClient) -> None:
+    path = f"/api/v1/namespaces/{backend.namespace}/configmaps/applied"
+
+    def apply(data: str, manager: str | None = "mco") -> tuple[int, Any]:
+        manifest = (
+            f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  namespace: {backend.namespace}\n"
+            f"data:\n{data}"
+        )
+        query = f"?fieldManager={manager}&force=true" if manager else ""
+        return raw(backend, "PATCH", path + query, manifest.encode(), {"Content-Type": "application/apply-patch+yaml"})
+
+    code, answer = apply("  a: '1'\n", manager=None)
+    assert (code, answer["reason"]) == (422, "Invalid")
+    assert answer["message"] == (
+        'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch'
     )
+    code, created = apply("  a: '1'\n")
     assert code == 201
     assert created["data"] == {"a": "1"}
-    again = manifest.replace("a: '1'", "b: '2'")
-    code, merged = raw(
-        kube_api, "PATCH", path + query, again.encode(), {"Content-Type": "application/apply-patch+yaml"}
-    )
+    assert apply("  c: '3'\n", manager="other")[1]["data"] == {"a": "1", "c": "3"}
+    # A manager that stops applying a field removes it, unless another manager applies it too.
+    code, merged = apply("  b: '2'\n")
     assert code == 200
-    assert merged["data"] == {"a": "1", "b": "2"}
-    # An identical apply is a no-op: same resourceVersion, as the real server answers.
-    code, same = raw(kube_api, "PATCH", path + query, again.encode(), {"Content-Type": "application/apply-patch+yaml"})
+    assert merged["data"] == {"b": "2", "c": "3"}
+    # An identical apply is a no-op: same resourceVersion.
+    code, same = apply("  b: '2'\n")
     assert same["metadata"]["resourceVersion"] == merged["metadata"]["resourceVersion"]
-    assert client.CoreV1Api(api_client).read_namespaced_config_map("applied", "default").data == {"a": "1", "b": "2"}
+    assert client.CoreV1Api(api_client).read_namespaced_config_map("applied", backend.namespace).data == {
+        "b": "2",
+        "c": "3",
+    }
 
 
 _json = st.recursive(
@@ -155,6 +167,7 @@ _json = st.recursive(
 )
 
 
+# Emulator only: a unit test of tests/kubeapi/patch.py (no server).
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # shared 2-core machine
 @given(
     target=st.dictionaries(st.sampled_from("abcd"), _json, max_size=4),

@@ -1,4 +1,7 @@
-"""Label and field selector parsing against a direct model of the semantics (property-based)."""
+"""Label and field selector parsing against a direct model of the semantics (property-based).
+
+Emulator only: unit tests of tests/kubeapi/selectors.py (the selectors over HTTP are in test_core).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.kubeapi.errors import ApiError
-from tests.kubeapi.selectors import field_matcher, label_matcher
+from tests.kubeapi.selectors import OWN_FIELD_ERROR, field_matcher, label_matcher
 
 KEYS = st.sampled_from(["app", "tier", "example.com/role", "a_b"])
 VALUES = st.sampled_from(["web", "db", "x.y", "v-1", ""])
@@ -66,4 +69,7 @@ def test_field_selector_supports_only_declared_fields() -> None:
     assert not match({"metadata": {"name": "a", "namespace": "kube-system"}})
     with pytest.raises(ApiError) as refused:
         field_matcher("spec.x=1", frozenset({"metadata.name"}))
+    assert refused.value.message == '"spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"'
+    with pytest.raises(ApiError) as refused:
+        field_matcher("spec.x=1", frozenset({"metadata.name"}), OWN_FIELD_ERROR)
     assert refused.value.message == "field label not supported: spec.x"

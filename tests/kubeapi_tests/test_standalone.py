@@ -1,4 +1,7 @@
-"""`python -m tests.kubeapi` as a process: from a shell, and bound inside a network namespace."""
+"""`python -m tests.kubeapi` as a process: from a shell, and bound inside a network namespace.
+
+Emulator only: tests of the emulator's own command line.
+"""
 
 from __future__ import annotations
 

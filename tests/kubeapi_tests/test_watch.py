@@ -11,11 +11,11 @@ from kubernetes import client, watch
 from tests.kubeapi import EmulatedAPI, start
 
 
-def _events(core: client.CoreV1Api, expect: int = 1000, **kw: Any) -> list[tuple[str, str, str]]:
+def _events(core: client.CoreV1Api, ns: str, expect: int = 1000, **kw: Any) -> list[tuple[str, str, str]]:
     """Events of a configmap watch until ``expect`` arrived or the server ends the stream (timeoutSeconds)."""
     out = []
     stream = watch.Watch()
-    for event in stream.stream(core.list_namespaced_config_map, "default", **kw):
+    for event in stream.stream(core.list_namespaced_config_map, ns, **kw):
         obj = event["object"]
         out.append((event["type"], obj.metadata.name, (obj.data or {}).get("v", "")))
         if len(out) >= expect:
@@ -23,14 +23,14 @@ def _events(core: client.CoreV1Api, expect: int = 1000, **kw: Any) -> list[tuple
     return out
 
 
-def test_watch_sees_updates_in_order(core: client.CoreV1Api) -> None:
-    listed = core.list_namespaced_config_map("default")
+def test_watch_sees_updates_in_order(core: client.CoreV1Api, ns: str) -> None:
+    listed = core.list_namespaced_config_map(ns)
     rv = listed.metadata.resource_version
-    core.create_namespaced_config_map("default", {"metadata": {"name": "w"}, "data": {"v": "1"}})
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "w"}, "data": {"v": "1"}})
     for i in range(2, 5):
-        core.patch_namespaced_config_map("w", "default", {"data": {"v": str(i)}})
-    core.delete_namespaced_config_map("w", "default")
-    events = _events(core, 5, resource_version=rv, timeout_seconds=30)
+        core.patch_namespaced_config_map("w", ns, {"data": {"v": str(i)}})
+    core.delete_namespaced_config_map("w", ns)
+    events = _events(core, ns, 5, resource_version=rv, timeout_seconds=30)
     assert events == [
         ("ADDED", "w", "1"),
         ("MODIFIED", "w", "2"),
@@ -40,42 +40,46 @@ def test_watch_sees_updates_in_order(core: client.CoreV1Api) -> None:
     ]
 
 
-def test_watch_streams_live_changes(core: client.CoreV1Api) -> None:
-    rv = core.list_namespaced_config_map("default").metadata.resource_version
+def test_watch_streams_live_changes(core: client.CoreV1Api, ns: str) -> None:
+    rv = core.list_namespaced_config_map(ns).metadata.resource_version
     seen: list[str] = []
     stream = watch.Watch()
 
     def consume() -> None:
-        for event in stream.stream(core.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=30):
+        for event in stream.stream(core.list_namespaced_config_map, ns, resource_version=rv, timeout_seconds=30):
             seen.append(f"{event['type']} {event['object'].metadata.name}")
             if len(seen) == 2:
                 stream.stop()
 
     reader = threading.Thread(target=consume)
     reader.start()
-    core.create_namespaced_config_map("default", {"metadata": {"name": "live"}})
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "live"}})
     core.create_namespace({"metadata": {"name": "elsewhere"}})
     core.create_namespaced_config_map("elsewhere", {"metadata": {"name": "not-mine"}})
-    core.delete_namespaced_config_map("live", "default")
+    core.delete_namespaced_config_map("live", ns)
     reader.join(timeout=60)
     assert seen == ["ADDED live", "DELETED live"]
 
 
-def test_too_old_resource_version_is_410_then_relist_works(core: client.CoreV1Api, kube_api: EmulatedAPI) -> None:
-    old_rv = core.list_namespaced_config_map("default").metadata.resource_version
-    core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+# Emulator only: expire_history() stands for a watch cache that has moved on (no cue for that on the real server).
+def test_too_old_resource_version_is_410_then_relist_works(
+    core: client.CoreV1Api, ns: str, kube_api: EmulatedAPI
+) -> None:
+    old_rv = core.list_namespaced_config_map(ns).metadata.resource_version
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "a"}})
     kube_api.expire_history()
     with pytest.raises(client.ApiException) as expired:
-        _events(core, resource_version=old_rv, timeout_seconds=1)
+        _events(core, ns, resource_version=old_rv, timeout_seconds=1)
     assert expired.value.status == 410
     # The informer's answer to 410: list again, watch from the new version.
-    relisted = core.list_namespaced_config_map("default")
-    core.create_namespaced_config_map("default", {"metadata": {"name": "b"}, "data": {"v": "b"}})
-    assert _events(core, 1, resource_version=relisted.metadata.resource_version, timeout_seconds=30) == [
+    relisted = core.list_namespaced_config_map(ns)
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "b"}, "data": {"v": "b"}})
+    assert _events(core, ns, 1, resource_version=relisted.metadata.resource_version, timeout_seconds=30) == [
         ("ADDED", "b", "b")
     ]
 
 
+# Emulator only: start(history=3) sets the window the real watch cache sizes itself.
 def test_small_history_window_forces_410_as_the_raw_error_event() -> None:
     api = start(history=3)
     try:
@@ -104,16 +108,17 @@ def test_small_history_window_forces_410_as_the_raw_error_event() -> None:
         api.stop()
 
 
+# Emulator only: bookmark_interval; the real server sends bookmarks about once a minute.
 def test_watch_without_version_starts_with_current_objects_and_sends_bookmarks(
-    core: client.CoreV1Api, kube_api: EmulatedAPI
+    core: client.CoreV1Api, ns: str, kube_api: EmulatedAPI
 ) -> None:
     kube_api.bookmark_interval = 0.2
-    core.create_namespaced_config_map("default", {"metadata": {"name": "existing"}})
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "existing"}})
     kinds = []
     stream = watch.Watch()
     for event in stream.stream(
         core.list_namespaced_config_map,
-        "default",
+        ns,
         allow_watch_bookmarks=True,
         timeout_seconds=30,
         _preload_content=False,
@@ -125,10 +130,10 @@ def test_watch_without_version_starts_with_current_objects_and_sends_bookmarks(
     assert "BOOKMARK" in kinds
 
 
-def test_label_selector_watch_reports_objects_leaving_and_entering(core: client.CoreV1Api) -> None:
-    rv = core.list_namespaced_config_map("default").metadata.resource_version
-    core.create_namespaced_config_map("default", {"metadata": {"name": "m", "labels": {"pick": "yes"}}})
-    core.patch_namespaced_config_map("m", "default", {"metadata": {"labels": {"pick": "no"}}})
-    core.patch_namespaced_config_map("m", "default", {"metadata": {"labels": {"pick": "yes"}}})
-    events = _events(core, 3, resource_version=rv, timeout_seconds=30, label_selector="pick=yes")
+def test_label_selector_watch_reports_objects_leaving_and_entering(core: client.CoreV1Api, ns: str) -> None:
+    rv = core.list_namespaced_config_map(ns).metadata.resource_version
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "m", "labels": {"pick": "yes"}}})
+    core.patch_namespaced_config_map("m", ns, {"metadata": {"labels": {"pick": "no"}}})
+    core.patch_namespaced_config_map("m", ns, {"metadata": {"labels": {"pick": "yes"}}})
+    events = _events(core, ns, 3, resource_version=rv, timeout_seconds=30, label_selector="pick=yes")
     assert [(t, n) for t, n, _ in events] == [("ADDED", "m"), ("DELETED", "m"), ("ADDED", "m")]
