@@ -485,20 +485,24 @@ def _role_filter() -> Any:
     return module
 
 
-def volcano_conf(extender: str, *, reply_format: str = "v1.10", conf: str = DEFAULT_VOLCANO_CONF) -> str:
+def volcano_conf(
+    extender: str, *, reply_format: str = "v1.10", conf: str = DEFAULT_VOLCANO_CONF, predicate: bool = True
+) -> str:
     """``conf`` with our extender entry, edited by the volcano role's filter as the role does it.
 
     ``extender`` is the MCO extender's base URL (``http://127.0.0.1:9879``); the entry's arguments
     are the role's (``roles/volcano/tasks/preflight.yml``): predicate and prioritize, 1 s timeout,
-    ignorable.
+    ignorable. ``predicate=False`` leaves the predicate verb out (scores only: one call per pod).
     """
-    arguments = {
+    arguments: dict[str, object] = {
         "extender.urlPrefix": f"{extender.rstrip('/')}/volcano/{reply_format}",
         "extender.httpTimeout": "1s",
         "extender.predicateVerb": "predicate",
         "extender.prioritizeVerb": "prioritize",
         "extender.ignorable": True,
     }
+    if not predicate:
+        del arguments["extender.predicateVerb"]
     result: str = _role_filter().set_extender(conf, arguments, f"{extender.rstrip('/')}/volcano/")
     return result
 
