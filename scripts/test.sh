@@ -5,7 +5,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
-ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax pytest cluster molecule"
+ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax pytest hostile cluster molecule"
 TIERS=${TIERS:-$ALL_TIERS}
 
 declare -A RESULT SECONDS_USED
@@ -80,7 +80,9 @@ for tier in $TIERS; do
     syntax)
       if [ -n "$(playbooks)" ]; then run_tier syntax 180 tier_syntax
       else skip_tier syntax "no playbooks yet"; fi ;;
-    pytest) run_tier pytest 900 pytest -p no:cacheprovider -m "not cluster" ;;
+    pytest) run_tier pytest 900 pytest -p no:cacheprovider -m "not cluster and not hostile" ;;
+    # Attacks on a running service, each with a memory, fd and log budget (docs/security.md).
+    hostile) run_tier hostile 300 pytest -p no:cacheprovider -m hostile tests/hostile ;;
     # The real control plane: built from tests/cluster/go.mod on first use (about 7 minutes on
     # 2 cores, then cached outside the clone), then the tests that run MCO against it.
     cluster) run_tier cluster 1500 tier_cluster ;;

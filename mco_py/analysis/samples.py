@@ -63,13 +63,21 @@ class InvalidSample(MCOError):
         super().__init__(message)
 
 
-@functools.lru_cache(maxsize=65536)
 def node_name_problem(name: str) -> str | None:
-    """Why ``name`` is not a valid Kubernetes node name (DNS-1123 subdomain), or None (cached: hot path)."""
-    if not name:
-        return "node name is empty; set the collector's --node-name"
+    """Why ``name`` is not a valid Kubernetes node name (DNS-1123 subdomain), or None.
+
+    Cached (hot path) only for names of valid length: at most 65,536 names of at most 253
+    characters (≈ 20 MB at worst), whatever names a peer sends.
+    """
     if len(name) > MAX_NODE_NAME:
         return f"node name is {len(name)} characters long; at most {MAX_NODE_NAME} are allowed"
+    return _short_name_problem(name)
+
+
+@functools.lru_cache(maxsize=65536)
+def _short_name_problem(name: str) -> str | None:
+    if not name:
+        return "node name is empty; set the collector's --node-name"
     if not _DNS1123_SUBDOMAIN.fullmatch(name):
         return (
             f"node name {name[:80]!r} is not a DNS-1123 subdomain "

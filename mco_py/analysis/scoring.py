@@ -490,6 +490,15 @@ class Scorer:
     def __len__(self) -> int:
         return len(self._nodes)
 
+    def forget_silent(self, now: float, silent_for: float) -> list[str]:
+        """Forget every node without a sample for more than ``silent_for`` seconds; returns their names."""
+        gone = [name for name, node in self._nodes.items() if now - node.last_seen > silent_for]
+        for name in gone:
+            del self._nodes[name]
+        if gone:
+            self._order = None
+        return gone
+
     def observe(self, sample: Sample, now: float) -> LevelChange | None:
         """Take one accepted sample (received at ``now``); returns the level change it caused, if any."""
         values: dict[str, float] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -67,7 +68,7 @@ class Engine:
         metrics: AnalyzerMetrics,
         identity: str,
         clock: Callable[[], float] = time.time,
-        max_future_seconds: float = 300.0,
+        max_future_seconds: float = 10.0,
         max_age_seconds: float = 300.0,
         status_budget: int | None = None,
         max_nodes: int = 20000,
@@ -82,6 +83,7 @@ class Engine:
         self.max_age = max_age_seconds
         self.status_budget = status_budget
         self.max_nodes = max_nodes
+        self._next_room_scan = -math.inf
         self._status = StatusCache()  # (the scorer lists the rounded signals: no lookup hint needed)
         """Report entries of unchanged nodes; used only by :meth:`build_report` (one report thread)."""
         self.level_changed = threading.Event()
@@ -188,17 +190,42 @@ class Engine:
                 f"node {node}: the client certificate allows only {', '.join(sorted(allowed_nodes)) or 'no node'}",
             )
         prev = self._last_time.get(node)
-        if prev is None and len(self._last_time) >= self.max_nodes:
+        if prev is None and len(self._last_time) >= self.max_nodes and not self._make_room():
             raise InvalidSample(
                 "too_many_nodes",
-                f"node {node}: the analyzer already tracks {self.max_nodes} nodes (the report's limit); "
-                "raise --max-nodes or shard",
+                f"node {node}: the analyzer already tracks {self.max_nodes} nodes (the report's limit) and "
+                "none has been silent for staleAfterSeconds; raise --max-nodes or shard",
             )
         if prev is not None and timestamp <= prev:
             raise InvalidSample(
                 "out_of_order",
                 f"node {node}: sample time is not after the previous sample's (duplicate or reordered)",
             )
+
+    def _make_room(self) -> bool:
+        """With the node table full: forget the nodes silent for longer than ``staleAfterSeconds``.
+
+        The flood policy: names sent once (a typo, a renamed node, a flood of made-up names)
+        hold their place only until they go stale, not for ``forgetAfterSeconds``; a node that
+        keeps reporting is never displaced. The scan runs at most once a second, so a flood
+        costs one pass over the table per second. True when there is room now.
+        """
+        now = self.clock()
+        if now < self._next_room_scan:
+            return False
+        self._next_room_scan = now + 1.0
+        evicted = self._scorer.forget_silent(now, self.rules.staleness.stale_after_seconds)
+        for name in evicted:
+            self._last_time.pop(name, None)
+        if evicted:
+            self.metrics.nodes_evicted.inc(len(evicted))
+            log.warning(
+                "node table full (%d): forgot %d nodes silent for over %gs to admit new ones",
+                self.max_nodes,
+                len(evicted),
+                self.rules.staleness.stale_after_seconds,
+            )
+        return len(self._last_time) < self.max_nodes
 
     def _finish(self, outcome: Outcome, changes: list[LevelChange]) -> None:
         self.count(outcome)

@@ -96,8 +96,9 @@ class Settings:
     """Cluster: size budget of the report status (etcd limit 1.5 MiB); 0 disables the check."""
     max_nodes: int = 20000
     """Most nodes tracked at once (the CRD allows 20,000 per report); samples for more are rejected."""
-    max_clock_skew: float = 300.0
-    """Samples further ahead of the analyzer's clock are rejected (seconds)."""
+    max_clock_skew: float = 10.0
+    """Samples further ahead of the analyzer's clock are rejected (seconds). Kept small: a sample
+    from the future makes the node's real samples out of order until that time."""
     max_sample_age: float = 300.0
     """Samples older than this are rejected (seconds)."""
     log_level: str = "info"

@@ -97,6 +97,11 @@ class AnalyzerMetrics:
             "Samples collectors report they dropped from full send buffers",
             registry=registry,
         )
+        self.nodes_evicted = Counter(
+            "mco_analyzer_nodes_evicted_total",
+            "Nodes forgotten early (silent for staleAfterSeconds) to admit new ones into a full node table",
+            registry=registry,
+        )
         self.samples = Counter(
             "mco_analyzer_samples_total",
             "Samples received, by result and rejection reason",

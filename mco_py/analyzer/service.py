@@ -22,7 +22,7 @@ import grpc.aio
 from mco_py.analysis.samples import InvalidSample
 from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.errors import ConfigError
-from mco_py.obs.logging import OnceFilter
+from mco_py.obs.logging import OnceFilter, RateLimit, truncate
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
@@ -92,6 +92,8 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         self.require_client_cert = require_client_cert
         self.max_message_bytes = max_message_bytes
         self._once = OnceFilter()
+        self._reject_log = RateLimit(burst=20, interval=60.0)
+        """Rejection lines name what the peer sent: at most 20 a minute, however many peers and names."""
 
     def _oversize(self, batch: pb.SampleBatch, collector: str) -> Outcome | None:
         """Every sample of ``batch`` rejected as ``oversize_message`` when it is over the limit, else None."""
@@ -157,11 +159,14 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
                     outcome = engine.accept_messages(batch.samples, Outcome(), allowed_nodes=allowed)
                 for reason, message in outcome.reasons.items():
                     if self._once.first(f"{collector}\0{reason}"):
+                        held_back = self._reject_log.allow()
+                        if held_back is None:
+                            continue
                         log.warning(
                             "collector %s: samples rejected (%s); logged once per collector and reason",
-                            collector,
-                            message,
-                            extra={"collector": collector, "reason": reason},
+                            collector[:80],
+                            truncate(message, 300),
+                            extra={"collector": collector[:80], "reason": reason, "heldBack": held_back},
                         )
                 yield codec.ack(batch.sequence, outcome.accepted, outcome.rejected, outcome.reasons.values())
                 if engine.rules_generation != generation:

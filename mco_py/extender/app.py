@@ -151,7 +151,7 @@ class ExtenderApp:
         try:
             response = self._dispatch(method, clean, route, version=version, body=body, too_large=too_large)
         except Exception:  # fail open: no request may ever get a 5xx or an error body
-            log.exception("internal error; answering fail-open", extra={"route": route})
+            self._internal_error(route, "internal error; answering fail-open")
             response = self._fail_open(route)
         self.metrics.request(route, response.status, time.perf_counter() - started)
         return response
@@ -204,14 +204,23 @@ class ExtenderApp:
             return self._json([])
         return Response(200, TEXT, b"")
 
-    def _log_problem(self, route: str, message: str, body: bytes | bytearray) -> None:
-        """Log at most once a second per route (a misbehaving peer must not flood the log)."""
+    def _may_log(self, key: str) -> int | None:
+        """None when ``key`` was logged less than a second ago (counted), else the count suppressed since.
+
+        Keys are routes and fixed labels (bounded), so a misbehaving peer can neither flood the log
+        nor grow this state."""
         now = time.monotonic()
-        if now - self._last_log.get(route, -_LOG_INTERVAL) < _LOG_INTERVAL:
-            self._suppressed[route] = self._suppressed.get(route, 0) + 1
+        if now - self._last_log.get(key, -_LOG_INTERVAL) < _LOG_INTERVAL:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return None
+        self._last_log[key] = now
+        return self._suppressed.pop(key, 0)
+
+    def _log_problem(self, route: str, message: str, body: bytes | bytearray) -> None:
+        """Log at most once a second per route."""
+        suppressed = self._may_log(route)
+        if suppressed is None:
             return
-        self._last_log[route] = now
-        suppressed = self._suppressed.pop(route, 0)
         log.warning(
             message,
             extra={
@@ -221,6 +230,13 @@ class ExtenderApp:
                 "suppressedSinceLast": suppressed,
             },
         )
+
+    def _internal_error(self, route: str, message: str) -> None:
+        """Count an exception being handled; its traceback is logged at most once a second per route."""
+        self.metrics.internal_errors.labels(route).inc()
+        suppressed = self._may_log(f"internal:{route}")
+        if suppressed is not None:
+            log.exception(message, extra={"route": route, "suppressedSinceLast": suppressed})
 
     def _decode_failed(self, route: str, exc: DecodeError, body: bytes | bytearray) -> None:
         self.metrics.decode_errors.labels(route, "invalid").inc()
@@ -275,7 +291,7 @@ class ExtenderApp:
             sensitivity, reason = self._sensitivity(req.pod, state)
             scores = {name: volcano_score(state, name, self.policy, sensitivity) for name in req.nodes}
         except Exception:
-            log.exception("internal error in prioritize; equal scores for every node", extra={"route": route})
+            self._internal_error(route, "internal error in prioritize; equal scores for every node")
             neutral = max(0.0, self.policy.unknown_score * self.policy.score_weight)
             scores, reason = dict.fromkeys(req.nodes, neutral), "fail-open"
         self.metrics.decision(route, "score", reason, len(scores))
@@ -320,7 +336,7 @@ class ExtenderApp:
                 else:
                     failed[node.name] = verdict.reason
         except Exception:
-            log.exception("internal error in kube filter; every node passes", extra={"route": route})
+            self._internal_error(route, "internal error in kube filter; every node passes")
             return self._json(wire.kube_filter_reply(args, (n.name for n in candidates), {}))
         for (result, rule), count in counts.items():
             self.metrics.decision(route, result, rule, count)

@@ -20,6 +20,11 @@ Example (every key optional; these are the defaults)::
     maxBodyBytes: 134217728     # larger requests are answered fail-open without decoding
     decoder: msgspec            # msgspec | stdlib (comparison only)
     logLevel: info
+    maxConnections: 512         # at the cap the longest-idle connection is closed, else a new one gets 503
+    headerTimeoutSeconds: 10    # first byte of a request (or the connection's opening) to its last header
+    bodyTimeoutSeconds: 30      # a body (or a reply the peer does not read) without progress
+    requestTimeoutSeconds: 60   # first byte to last byte of one request
+    idleTimeoutSeconds: 120     # keep-alive wait for the next request (above Go's 90 s idle timeout)
 """
 
 from __future__ import annotations
@@ -38,6 +43,25 @@ from mco_py.model import SIGNAL_NAMES
 
 DEFAULT_PATH = Path("/etc/mco/extender.yaml")
 DEFAULT_MAX_BODY = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Connection discipline of the HTTP server (``maxConnections``, ``*TimeoutSeconds``)."""
+
+    max_connections: int = 512
+    """Open connections at most. Volcano opens up to 16, kube-scheduler a few per extender."""
+    header_timeout: float = 10.0
+    """Seconds from a request's first byte (or the connection's opening) to the end of its headers."""
+    body_timeout: float = 30.0
+    """Seconds a request body (or a paused reply) may go without progress."""
+    request_timeout: float = 60.0
+    """Seconds from a request's first byte to its last, whatever the progress."""
+    idle_timeout: float = 120.0
+    """Seconds a keep-alive connection may wait for its next request. Longer than Go's 90 s
+    ``IdleConnTimeout``, so the schedulers close first and never send a POST into a closing socket."""
+    sweep_interval: float = 1.0
+    """Seconds between deadline checks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +90,15 @@ class ExtenderConfig:
     """Log level."""
     policy: PolicySettings = field(default_factory=PolicySettings)
     """Filter and score settings."""
+    limits: Limits = field(default_factory=Limits)
+    """Connection cap and timeouts."""
 
 
 _KNOWN = {
     "mode", "reportFile", "kubeconfig", "crName", "crStatusTTLSeconds", "fallbackWhenCROutdated",
     "hardConstraints", "volcanoVersion", "kataRuntimeClassPrefixes", "scoreWeight", "unknownScore",
     "maxClockSkewSeconds", "listen", "maxBodyBytes", "decoder", "logLevel",
+    "maxConnections", "headerTimeoutSeconds", "bodyTimeoutSeconds", "requestTimeoutSeconds", "idleTimeoutSeconds",
 }  # fmt: skip
 
 
@@ -190,6 +217,7 @@ def _from_mapping(doc: Mapping[str, Any]) -> ExtenderConfig:
     max_body = doc.get("maxBodyBytes", DEFAULT_MAX_BODY)
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1024:
         raise ConfigError(f"maxBodyBytes: expected an integer of at least 1024, got {max_body!r}")
+    limits = _limits(doc)
     cr_name = _text(doc, "crName", "cluster")
     if not cr_name:
         raise ConfigError("crName: must not be empty")
@@ -205,6 +233,33 @@ def _from_mapping(doc: Mapping[str, Any]) -> ExtenderConfig:
         decoder=_text(doc, "decoder", "msgspec", ("msgspec", "stdlib")),
         log_level=_text(doc, "logLevel", "info", ("debug", "info", "warning", "error")),
         policy=policy,
+        limits=limits,
+    )
+
+
+def _limits(doc: Mapping[str, Any]) -> Limits:
+    default = Limits()
+    cap = doc.get("maxConnections", default.max_connections)
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise ConfigError(f"maxConnections: expected a whole number of at least 1, got {cap!r}")
+    seconds = {
+        key: _number(doc, key, getattr(default, attr))
+        for key, attr in (
+            ("headerTimeoutSeconds", "header_timeout"),
+            ("bodyTimeoutSeconds", "body_timeout"),
+            ("requestTimeoutSeconds", "request_timeout"),
+            ("idleTimeoutSeconds", "idle_timeout"),
+        )
+    }
+    for key, value in seconds.items():
+        if value <= 0:
+            raise ConfigError(f"{key}: must be above 0 (a connection without a deadline can be held forever)")
+    return Limits(
+        max_connections=cap,
+        header_timeout=seconds["headerTimeoutSeconds"],
+        body_timeout=seconds["bodyTimeoutSeconds"],
+        request_timeout=seconds["requestTimeoutSeconds"],
+        idle_timeout=seconds["idleTimeoutSeconds"],
     )
 
 

@@ -189,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
             cfg.host,
             cfg.port,
             max_body=cfg.max_body_bytes,
+            limits=cfg.limits,
             on_listening=_listening,
             use_uvloop=not args.no_uvloop,
             trim_heap=trim_heap,

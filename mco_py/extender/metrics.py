@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -100,6 +101,49 @@ _BOUNDS = (*_LATENCY_BUCKETS, math.inf)
 _BOUND_LABELS = tuple("+Inf" if b == math.inf else repr(b) for b in _BOUNDS)  # as prometheus_client writes `le`
 
 
+class _ConnectionCollector(Collector):
+    """Open, refused and server-closed connections, read from the server's guard at scrape time."""
+
+    def __init__(self, guard: ConnectionStats) -> None:
+        self._guard = guard
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        g = self._guard
+        open_ = GaugeMetricFamily("mco_extender_connections", "Open client connections")
+        open_.add_metric([], float(len(g.open)))
+        yield open_
+        refused = CounterMetricFamily(
+            "mco_extender_connections_refused",
+            "Connections answered 503 and closed at once: maxConnections open and none idle",
+        )
+        refused.add_metric([], float(g.refused))
+        yield refused
+        closed = CounterMetricFamily(
+            "mco_extender_connections_closed",
+            "Connections the server closed, by reason (header-timeout, body-timeout, request-timeout, "
+            "idle-timeout, evicted: the longest-idle one, to admit a new connection at maxConnections, "
+            "unread-replies: pipelined requests whose replies the peer does not read)",
+            labels=["reason"],
+        )
+        for reason in CLOSE_REASONS:
+            closed.add_metric([reason], float(g.closed.get(reason, 0)))
+        yield closed
+
+
+#: Why the server closes a connection (label values of mco_extender_connections_closed_total).
+CLOSE_REASONS = ("header-timeout", "body-timeout", "request-timeout", "idle-timeout", "evicted", "unread-replies")
+
+
+class ConnectionStats(Protocol):
+    """What the metrics read from the server's connection guard."""
+
+    @property
+    def open(self) -> Sized: ...
+
+    refused: int
+    closed: dict[str, int]
+
+
 class ExtenderMetrics:
     """The extender's metrics.
 
@@ -118,6 +162,12 @@ class ExtenderMetrics:
             ["route", "kind"],
             registry=registry,
         )
+        self.internal_errors = Counter(
+            "mco_extender_internal_errors_total",
+            "Requests that met an internal error (answered fail-open; traceback logged at most once a second)",
+            ["route"],
+            registry=registry,
+        )
         self.slow_decodes = Counter(
             "mco_extender_slow_decodes_total",
             "Requests decoded on the case-insensitive path (keys not spelled as Volcano/kube-scheduler do)",
@@ -129,8 +179,15 @@ class ExtenderMetrics:
         self._latency: dict[str, tuple[list[int], list[float]]] = {
             route: ([0] * len(_BOUNDS), [0.0]) for route in ROUTES
         }
+        self._connections: _ConnectionCollector | None = None
         registry.register(_HotCollector(self))
         registry.register(_StateCollector(state))
+
+    def watch_connections(self, guard: ConnectionStats) -> None:
+        """Export the connection counts of the server's guard (one server per registry)."""
+        if self._connections is None:
+            self._connections = _ConnectionCollector(guard)
+            self.registry.register(self._connections)
 
     def decision(self, verb: str, result: str, reason: str, count: int = 1) -> None:
         key = (verb, result, reason)

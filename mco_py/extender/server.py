@@ -3,9 +3,16 @@
 Small and fast on purpose (see reference/extender-performance.md): one parser
 per connection, keep-alive and pipelining, ``TCP_NODELAY``, headers and small
 bodies in one write, ``Expect: 100-continue`` answered, request bodies buffered
-up to ``max_body`` (preallocated from ``Content-Length``), larger ones dropped
-and answered fail-open by the app. Handling is synchronous in the event loop:
-decoding is CPU-bound, so threads would not help (scale with processes).
+up to ``max_body`` (grown with the bytes received, never from the announced
+``Content-Length``), larger ones dropped and answered fail-open by the app.
+Handling is synchronous in the event loop: decoding is CPU-bound, so threads
+would not help (scale with processes).
+
+No peer can hold what it does not use (:class:`Limits`, :class:`Guard`): the
+request head, the body and idle keep-alive time each have a deadline, checked
+once a second; open connections are capped (at the cap the longest-idle one
+makes room, else the newcomer gets a 503 and is closed, counted); a peer that
+does not read its replies stops being read.
 
 Reads land in one buffer shared by every connection of a server (a buffered
 protocol): the parser copies what it keeps before the next read, so the loop
@@ -25,13 +32,15 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httptools
 
 from mco_py.extender.app import ExtenderApp, Response
+from mco_py.extender.config import Limits
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +83,9 @@ def _path_of(url: bytes) -> str:
             _PATHS[url] = path
     return path
 
+
+_MAX_UNREAD_REPLIES = 16 * 1024 * 1024
+"""Reply bytes a connection may leave unread before it is closed (a 5,000-node prioritize reply is ~0.2 MB)."""
 
 _READ_BUFFER = 1024 * 1024
 """Bytes one read may return; a 730 KiB predicate body usually arrives in one or two reads."""
@@ -133,6 +145,65 @@ class HeapTrimmer:
         self._trim(pad)
 
 
+class Guard:
+    """Deadlines and the connection cap of one server (its loop's thread), and their counters.
+
+    A connection is *idle* (just accepted, or between keep-alive requests: may be closed to make
+    room), *busy* (a request is arriving) or *paused* (its peer does not read the replies).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limits: Limits, clock: Callable[[], float] = time.monotonic):
+        self.limits = limits
+        self.clock = clock
+        self.open: dict[_Connection, None] = {}
+        """Open connections, oldest first."""
+        self.refused = 0
+        self.closed: dict[str, int] = {}
+        """Connections closed by the server, by reason (``header-timeout``, ``body-timeout``,
+        ``request-timeout``, ``idle-timeout``, ``evicted``, ``unread-replies``)."""
+        self._loop = loop
+        self._sweeper: asyncio.TimerHandle | None = None
+
+    def admit(self, conn: _Connection) -> bool:
+        """Register a new connection; False (counted) when the cap is reached and nobody is idle."""
+        if len(self.open) >= self.limits.max_connections:
+            idle = next((c for c in self.open if c.idle), None)
+            if idle is None:
+                self.refused += 1
+                return False
+            self.drop(idle, "evicted")
+        self.open[conn] = None
+        if self._sweeper is None:
+            self._sweeper = self._loop.call_later(self.limits.sweep_interval, self._sweep)
+        return True
+
+    def forget(self, conn: _Connection) -> None:
+        self.open.pop(conn, None)
+
+    def drop(self, conn: _Connection, reason: str) -> None:
+        self.closed[reason] = self.closed.get(reason, 0) + 1
+        self.forget(conn)
+        conn.abort()
+
+    def _sweep(self) -> None:
+        now = self.clock()
+        for conn in [c for c in self.open if c.deadline < now]:
+            self.drop(conn, conn.overdue_reason())
+        self._sweeper = self._loop.call_later(self.limits.sweep_interval, self._sweep) if self.open else None
+
+    def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+
+
+_REFUSED_TEXT = b"too many connections; try again later\n"
+_REFUSED = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(_REFUSED_TEXT), _REFUSED_TEXT)
+)
+
+
 class Outbox:
     """Replies of one event-loop pass, written when the pass is over (one server, its loop's thread).
 
@@ -144,14 +215,21 @@ class Outbox:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._queue: list[tuple[asyncio.Transport, bytes, bytes, bool]] = []
+        self._bytes: dict[asyncio.Transport, int] = {}
 
     def put(self, transport: asyncio.Transport, head: bytes, payload: bytes, close: bool) -> None:
         if not self._queue:
             self._loop.call_soon(self.flush)
         self._queue.append((transport, head, payload, close))
+        self._bytes[transport] = self._bytes.get(transport, 0) + len(head) + len(payload)
+
+    def queued(self, transport: asyncio.Transport) -> int:
+        """Bytes of replies to ``transport`` waiting for this pass to end."""
+        return self._bytes.get(transport, 0)
 
     def flush(self) -> None:
         queue, self._queue = self._queue, []
+        self._bytes.clear()
         for transport, head, payload, close in queue:
             if transport.is_closing():
                 continue
@@ -179,7 +257,7 @@ class _Connection(asyncio.BufferedProtocol):
         self,
         app: ExtenderApp,
         max_body: int,
-        live: set[asyncio.Transport] | None = None,
+        guard: Guard,
         read_buffer: ReadBuffer | None = None,
         outbox: Outbox | None = None,
         *,
@@ -190,10 +268,17 @@ class _Connection(asyncio.BufferedProtocol):
         self._outbox = outbox
         self._trimmer = trimmer
         self._max_body = max_body
-        self._live = live
+        self._guard = guard
+        self._limits = guard.limits
         # The parser holds bound methods of self: a reference cycle, dropped in connection_lost.
         self._parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
+        self.idle = True
+        """No request in progress: the connection may be closed to make room for a new one."""
+        self.deadline = guard.clock() + self._limits.header_timeout
+        """When the server closes the connection unless it makes progress (:meth:`Guard._sweep`)."""
+        self._request_deadline = 0.0
+        self._paused = False
         self._reset()
 
     def _reset(self) -> None:
@@ -205,27 +290,62 @@ class _Connection(asyncio.BufferedProtocol):
         self._chunks: list[bytes] = []
         self._filled = 0
         self._too_large = False
+        self._headers_done = False
+
+    def overdue_reason(self) -> str:
+        """Why the deadline passed (the counter label of :attr:`Guard.closed`)."""
+        if self._paused:
+            return "body-timeout"
+        if self.idle:
+            return "idle-timeout"
+        if self.deadline >= self._request_deadline:
+            return "request-timeout"
+        return "body-timeout" if self._headers_done else "header-timeout"
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
 
     # -- asyncio.Protocol -------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
-        if self._live is not None:
-            self._live.add(transport)  # type: ignore[arg-type]
+        if not self._guard.admit(self):
+            self._transport = None
+            with contextlib.suppress(Exception):
+                transport.write(_REFUSED)  # type: ignore[attr-defined]
+            transport.close()
+            self._parser = None
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._live is not None and self._transport is not None:
-            self._live.discard(self._transport)
+        self._guard.forget(self)
         self._transport = None
         # Break the cycle (parser -> bound on_* methods -> self -> parser) so the connection is freed now.
         # Left to the cyclic GC, which the service runs rarely (main.tune_gc), closed connections piled up
         # at ~1 KB each: the soaks' steady +0.2 MB/min.
         self._parser = None
+        if self._trimmer is not None and self._filled:
+            self._trimmer.note(self._filled)  # a body dropped half-way also left the heap high
         self._reset()
+
+    def pause_writing(self) -> None:
+        """The peer does not read its replies: stop reading its requests until it does."""
+        self._paused = True
+        self.deadline = self._guard.clock() + self._limits.body_timeout
+        if self._transport is not None:
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        now = self._guard.clock()
+        self.deadline = now + (self._limits.idle_timeout if self.idle else self._limits.body_timeout)
+        if self._transport is not None:
+            self._transport.resume_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._read_view
@@ -244,10 +364,15 @@ class _Connection(asyncio.BufferedProtocol):
         except httptools.HttpParserError as exc:
             self._reply_and_close(400, f"malformed HTTP request: {exc}\n".encode())
 
+    def _unread_replies(self, transport: asyncio.Transport) -> int:
+        queued = self._outbox.queued(transport) if self._outbox is not None else 0
+        return queued + transport.get_write_buffer_size()
+
     def _reply_and_close(self, status: int, text: bytes) -> None:
         transport = self._transport
         if transport is None or transport.is_closing():
             return
+        self._parser = None  # nothing more is read from this connection
         self._send(transport, _head(status, "text/plain; charset=utf-8", len(text), False), text, close=True)
 
     def _send(self, transport: asyncio.Transport, head: bytes, payload: bytes, *, close: bool) -> None:
@@ -262,6 +387,10 @@ class _Connection(asyncio.BufferedProtocol):
 
     def on_message_begin(self) -> None:
         self._reset()
+        now = self._guard.clock()
+        self.idle = False
+        self._request_deadline = now + self._limits.request_timeout
+        self.deadline = min(now + self._limits.header_timeout, self._request_deadline)
 
     def _count_head(self, size: int) -> None:
         self._head_bytes += size
@@ -282,6 +411,8 @@ class _Connection(asyncio.BufferedProtocol):
             self._expect_continue = True
 
     def on_headers_complete(self) -> None:
+        self._headers_done = True
+        self.deadline = min(self._guard.clock() + self._limits.body_timeout, self._request_deadline)
         if self._content_length > self._max_body:
             self._too_large = True
         if self._expect_continue and self._transport is not None:
@@ -289,39 +420,42 @@ class _Connection(asyncio.BufferedProtocol):
             self._send(self._transport, b"HTTP/1.1 100 Continue\r\n\r\n", b"", close=False)
 
     def on_body(self, chunk: bytes) -> None:
+        size = len(chunk)
+        self.deadline = min(self._guard.clock() + self._limits.body_timeout, self._request_deadline)
         if self._too_large:
             return
-        size = len(chunk)
-        if not self._filled:
-            if size == self._content_length:  # the whole body in one piece (most small requests): no copy
-                self._chunks.append(chunk)
-                self._filled = size
-                return
-            if 0 < self._content_length <= self._max_body:  # preallocated from Content-Length: one copy
-                self._buffer = bytearray(self._content_length)
-        if self._buffer is not None and self._filled + size <= len(self._buffer):
-            self._buffer[self._filled : self._filled + size] = chunk
-            self._filled += size
+        if not self._filled and size == self._content_length:  # the whole body in one piece: no copy
+            self._chunks.append(chunk)
+            self._filled = size
             return
-        self._chunks.append(chunk)
         self._filled += size
         if self._filled > self._max_body:
             self._too_large = True
             self._chunks = []
             self._buffer = None
+            return
+        # Grown with what arrives (amortised by bytearray), never sized from the announced length:
+        # a peer that announces 128 MiB and sends 100 bytes holds 100 bytes.
+        if self._buffer is None:
+            self._buffer = bytearray(b"".join(self._chunks))
+            self._chunks = []
+        self._buffer += chunk
 
     def on_message_complete(self) -> None:
         transport = self._transport
         parser = self._parser
-        if transport is None or parser is None:
+        if transport is None or parser is None or transport.is_closing():
+            return
+        if self._unread_replies(transport) > _MAX_UNREAD_REPLIES:
+            # Pipelined requests whose replies are not read (no scheduler pipelines): stop now,
+            # before one read of small requests turns into many MiB of replies.
+            self._guard.drop(self, "unread-replies")
             return
         body: bytes | bytearray
         if self._too_large:
             body = b""
-        elif self._buffer is not None and not self._chunks and self._filled == len(self._buffer):
-            body = self._buffer  # no copy: a 74 MB prioritize body stays one buffer
         elif self._buffer is not None:
-            body = bytes(self._buffer[: min(self._filled, len(self._buffer))]) + b"".join(self._chunks)
+            body = self._buffer  # no copy: a 74 MB prioritize body stays one buffer
         elif len(self._chunks) == 1:
             body = self._chunks[0]
         else:
@@ -338,6 +472,11 @@ class _Connection(asyncio.BufferedProtocol):
         self._send(transport, head, payload, close=not keep_alive)
         if self._trimmer is not None:
             self._trimmer.note(self._filled)
+        self._filled = 0
+        self._head_bytes = 0
+        self.idle = True
+        if not self._paused:
+            self.deadline = self._guard.clock() + self._limits.idle_timeout
 
 
 @dataclass
@@ -348,8 +487,7 @@ class RunningServer:
     loop: asyncio.AbstractEventLoop
     thread: threading.Thread
     server: asyncio.AbstractServer
-    connections: set[asyncio.Transport] = field(default_factory=set)
-    """Open client connections (kept by the loop thread)."""
+    guard: Guard
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop listening, drop open connections (keep-alive clients included) and end the loop thread."""
@@ -358,12 +496,17 @@ class RunningServer:
             self.server.close()
             # Server.close() leaves accepted connections open; closing the loop with them
             # open leaks their sockets (uvloop raises ResourceWarning in this thread).
-            for transport in list(self.connections):
-                transport.abort()
+            _drop_all(self.guard)
             self.loop.stop()
 
         self.loop.call_soon_threadsafe(_close)
         self.thread.join(timeout)
+
+
+def _drop_all(guard: Guard) -> None:
+    guard.close()
+    for conn in list(guard.open):
+        conn.abort()
 
 
 async def create_server(
@@ -372,29 +515,30 @@ async def create_server(
     port: int = 0,
     *,
     max_body: int = 128 * 1024 * 1024,
+    limits: Limits | None = None,
     reuse_port: bool = False,
-    live: set[asyncio.Transport] | None = None,
     trim_heap: Callable[[int], object] | None = None,
     trim_delay: float = 10.0,
-) -> tuple[asyncio.AbstractServer, int]:
-    """Listen on ``host:port`` (0 = a free port); returns the server and the bound port.
+) -> tuple[asyncio.AbstractServer, int, Guard]:
+    """Listen on ``host:port`` (0 = a free port); returns the server, the bound port and its :class:`Guard`.
 
-    ``live``, when given, holds the transports of open connections (to close them on shutdown).
     ``trim_heap``, when given, runs ``trim_delay`` seconds after a large request (see :class:`HeapTrimmer`).
     """
     loop = asyncio.get_running_loop()
     read_buffer = ReadBuffer()
     outbox = Outbox(loop)
+    guard = Guard(loop, limits or Limits())
+    app.metrics.watch_connections(guard)
     trimmer = HeapTrimmer(loop, trim_heap, delay=trim_delay) if trim_heap is not None else None
     server = await loop.create_server(
-        lambda: _Connection(app, max_body, live, read_buffer, outbox, trimmer=trimmer),
+        lambda: _Connection(app, max_body, guard, read_buffer, outbox, trimmer=trimmer),
         host,
         port,
         backlog=1024,
         reuse_port=reuse_port or None,
     )
     bound = server.sockets[0].getsockname()[1]
-    return server, int(bound)
+    return server, int(bound), guard
 
 
 def new_event_loop(use_uvloop: bool = True) -> asyncio.AbstractEventLoop:
@@ -416,6 +560,7 @@ def start_in_thread(
     port: int = 0,
     *,
     max_body: int = 128 * 1024 * 1024,
+    limits: Limits | None = None,
     use_uvloop: bool = True,
     trim_heap: Callable[[int], object] | None = None,
     trim_delay: float = 10.0,
@@ -424,13 +569,14 @@ def start_in_thread(
     loop = new_event_loop(use_uvloop)
     started = threading.Event()
     holder: dict[str, Any] = {}
-    live: set[asyncio.Transport] = set()
 
     def _run() -> None:
         asyncio.set_event_loop(loop)
         try:
-            holder["server"], holder["port"] = loop.run_until_complete(
-                create_server(app, host, port, max_body=max_body, live=live, trim_heap=trim_heap, trim_delay=trim_delay)
+            holder["server"], holder["port"], holder["guard"] = loop.run_until_complete(
+                create_server(
+                    app, host, port, max_body=max_body, limits=limits, trim_heap=trim_heap, trim_delay=trim_delay
+                )
             )
         except BaseException as exc:
             holder["error"] = exc
@@ -448,7 +594,7 @@ def start_in_thread(
     started.wait()
     if "error" in holder:
         raise holder["error"]
-    return RunningServer(port=holder["port"], loop=loop, thread=thread, server=holder["server"], connections=live)
+    return RunningServer(port=holder["port"], loop=loop, thread=thread, server=holder["server"], guard=holder["guard"])
 
 
 def serve_forever(
@@ -457,6 +603,7 @@ def serve_forever(
     port: int,
     *,
     max_body: int,
+    limits: Limits | None = None,
     on_listening: Callable[[int], None] | None = None,
     stop: asyncio.Event | None = None,
     use_uvloop: bool = True,
@@ -469,8 +616,9 @@ def serve_forever(
     asyncio.set_event_loop(loop)
 
     async def _main() -> None:
-        live: set[asyncio.Transport] = set()
-        server, bound = await create_server(app, host, port, max_body=max_body, live=live, trim_heap=trim_heap)
+        server, bound, guard = await create_server(
+            app, host, port, max_body=max_body, limits=limits, trim_heap=trim_heap
+        )
         if on_listening is not None:
             on_listening(bound)
         done = stop or asyncio.Event()
@@ -480,8 +628,7 @@ def serve_forever(
         async with server:
             await done.wait()
             server.close()  # no new connections, then drop the open (keep-alive) ones before the loop goes
-            for transport in list(live):
-                transport.abort()
+            _drop_all(guard)
 
     try:
         loop.run_until_complete(_main())

@@ -133,6 +133,10 @@ class _Walk:
     def text(self, value: Any) -> str | None:
         raise NotImplementedError
 
+    def null(self, value: Any) -> bool:
+        """Absent or JSON ``null``."""
+        return value is None
+
     def get(self, value: Any, *path: str) -> Any:
         for key in path:
             mapping = self.obj(value)
@@ -206,12 +210,23 @@ class _Walk:
         )
 
     def kube_args(self, top: Any) -> KubeArgs:
-        items = self.seq(self.get(top, "Nodes", "items"))
-        nodes = None if items is None else tuple(self.kube_node(i) for i in items)
+        """:class:`DecodeError` when the node list cannot be read: no reply could echo the candidates,
+        and null lists would filter out every node (an ``Error`` makes kube-scheduler skip an
+        ignorable extender instead)."""
+        sent_nodes = self.get(top, "Nodes")
+        items = self.seq(self.get(sent_nodes, "items"))
+        if items is None and not self.null(sent_nodes):
+            raise DecodeError("Nodes is not an object with an items list; expected a v1.NodeList or null")
+        sent_names = self.get(top, "NodeNames")
+        names = self.names(sent_names)
+        if names is None and not self.null(sent_names):
+            raise DecodeError("NodeNames is not a list of node names")
+        if items is None and names is None:
+            raise DecodeError("the request names no nodes: expected Nodes.items or NodeNames")
         return KubeArgs(
             pod=self.pod(self.get(top, "Pod"), with_hint=True),
-            nodes=nodes,
-            node_names=self.names(self.get(top, "NodeNames")),
+            nodes=None if items is None else tuple(self.kube_node(i) for i in items),
+            node_names=names,
             slow_path=True,
         )
 
@@ -228,6 +243,8 @@ class _StdlibWalk(_Walk):
 
 
 _RawDict = dict[str, msgspec.Raw]
+_UNDECODABLE = (msgspec.DecodeError, RecursionError)
+"""What msgspec raises for a body it cannot read (RecursionError: nested deeper than it recurses)."""
 _raw_dict_decoder = msgspec.json.Decoder(_RawDict)
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _any_decoder = msgspec.json.Decoder()
@@ -236,13 +253,16 @@ _any_decoder = msgspec.json.Decoder()
 class _RawWalk(_Walk):
     """Walks ``msgspec.Raw`` values one level at a time (never builds the skipped parts)."""
 
+    def null(self, value: Any) -> bool:
+        return value is None or (isinstance(value, msgspec.Raw) and bytes(value).strip() == b"null")
+
     def obj(self, value: Any) -> Mapping[str, Any] | None:
         if isinstance(value, dict):
             return value
         if isinstance(value, msgspec.Raw):
             try:
                 return _raw_dict_decoder.decode(value)
-            except msgspec.DecodeError:
+            except _UNDECODABLE:
                 return None
         return None
 
@@ -252,7 +272,7 @@ class _RawWalk(_Walk):
         if isinstance(value, msgspec.Raw):
             try:
                 return _raw_list_decoder.decode(value)
-            except msgspec.DecodeError:
+            except _UNDECODABLE:
                 return None
         return None
 
@@ -265,7 +285,7 @@ class _RawWalk(_Walk):
                 return None
             try:
                 decoded = _any_decoder.decode(raw)
-            except msgspec.DecodeError:
+            except _UNDECODABLE:
                 return None
             return decoded if isinstance(decoded, str) else None
         return None
@@ -338,7 +358,7 @@ def _fast_text(obj: _RawDict, key: str) -> str | None:
             return None
     try:
         return _STR.decode(raw)
-    except msgspec.DecodeError:
+    except _UNDECODABLE:
         return None
 
 
@@ -351,7 +371,7 @@ def _fast_hint(metadata: _RawDict) -> str | None:
             return None
     try:
         annotations = _raw_dict_decoder.decode(raw)
-    except msgspec.DecodeError:
+    except _UNDECODABLE:
         return None
     value = annotations.get(SENSITIVE_TO)
     return None if value is None else _RAW_WALK.text(value)
@@ -378,10 +398,10 @@ def _top(body: bytes | bytearray) -> _RawDict:
     """The top-level object for the slow path; :class:`DecodeError` if the body is not a JSON object."""
     try:
         return _raw_dict_decoder.decode(body)
-    except msgspec.DecodeError as exc:
+    except _UNDECODABLE as exc:
         try:
             _any_decoder.decode(body)
-        except msgspec.DecodeError as inner:
+        except _UNDECODABLE as inner:
             raise DecodeError(f"request body is not valid JSON: {inner}") from inner
         raise DecodeError("request body is JSON but not an object") from exc
 
@@ -500,7 +520,7 @@ class MsgspecDecoder:
                 return simd
         try:
             req = _PREDICATE.decode(body)
-        except msgspec.DecodeError:
+        except _UNDECODABLE:
             req = None
         if req is not None and req.task is not None and req.node is not None:
             pod = _fast_pod(req.task.Pod)
@@ -513,7 +533,7 @@ class MsgspecDecoder:
     def volcano_prioritize(self, body: bytes | bytearray) -> VolcanoPrioritize:
         try:
             req = _PRIORITIZE.decode(body)
-        except msgspec.DecodeError:
+        except _UNDECODABLE:
             req = None
         if req is not None and req.task is not None and req.nodes is not None:
             pod = _fast_pod(req.task.Pod, with_hint=True)
@@ -525,7 +545,7 @@ class MsgspecDecoder:
     def kube_args(self, body: bytes | bytearray) -> KubeArgs:
         try:
             req = _KUBE.decode(body)
-        except msgspec.DecodeError:
+        except _UNDECODABLE:
             req = None
         if req is not None and (req.Nodes is not None or req.NodeNames is not None):
             pod = _fast_pod(req.Pod, with_hint=True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 #: Attributes every LogRecord has; anything else came from ``extra=`` and is logged as a field.
@@ -49,18 +51,56 @@ def setup_logging(level: str = "info", *, stream: TextIO | None = None) -> None:
 
 
 class OnceFilter:
-    """Remembers which problems were already logged, so a failing source logs once, not per sample."""
+    """Remembers which problems were already logged, so a failing source logs once, not per sample.
 
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
+    Holds at most ``max_keys`` keys (the oldest is forgotten first), so keys a peer chooses
+    cannot grow it without bound; a forgotten key is logged again when it recurs.
+    """
+
+    def __init__(self, max_keys: int = 1024) -> None:
+        self._seen: dict[str, None] = {}
+        self._max_keys = max_keys
 
     def first(self, key: str) -> bool:
         """True the first time ``key`` is seen (and again after :meth:`clear` for it)."""
         if key in self._seen:
             return False
-        self._seen.add(key)
+        if len(self._seen) >= self._max_keys:
+            del self._seen[next(iter(self._seen))]
+        self._seen[key] = None
         return True
 
     def clear(self, key: str) -> None:
         """Forget ``key`` (the problem went away), so a recurrence is logged again."""
-        self._seen.discard(key)
+        self._seen.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+class RateLimit:
+    """At most ``burst`` log lines per ``interval`` seconds; counts what it held back.
+
+    For lines whose wording a peer controls (names it sends): however many distinct
+    problems arrive, the log grows by a bounded number of lines per interval.
+    """
+
+    def __init__(self, burst: int, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._burst = burst
+        self._interval = interval
+        self._clock = clock
+        self._window_start = -math.inf
+        self._used = 0
+        self._held_back = 0
+
+    def allow(self) -> int | None:
+        """None when over the budget (counted); else the number of lines held back since the last one allowed."""
+        now = self._clock()
+        if now - self._window_start >= self._interval:
+            self._window_start, self._used = now, 0
+        if self._used >= self._burst:
+            self._held_back += 1
+            return None
+        self._used += 1
+        held, self._held_back = self._held_back, 0
+        return held

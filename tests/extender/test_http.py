@@ -506,7 +506,7 @@ def test_stop_closes_open_keep_alive_connections(fresh):
         running.stop(timeout=30)
         assert not running.thread.is_alive()
         assert sock.recv(65536) == b"", "the server closed the keep-alive connection"
-    assert not running.connections
+    assert not running.guard.open
 
 
 def test_prioritize_weighs_the_dimensions_the_pod_names(make_extender, report_file):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import socket
 import threading
 import time
 
@@ -64,6 +65,20 @@ def test_heap_is_trimmed_after_a_large_request_and_not_after_small_ones(make_ext
     assert ext.post(PREDICATE, large)[0] == 200
     assert trimmed.wait(10)
     assert pads == [len(large)]  # room for the next body of that size stays at the top of the heap
+
+
+def test_heap_is_trimmed_after_a_large_body_dropped_half_way(make_extender, fresh):
+    """A peer that sends 2 MiB of a body and hangs up leaves no high heap behind (no later request needed)."""
+    pads: list[int] = []
+    trimmed = threading.Event()
+    ext = make_extender(trim_heap=lambda pad: (pads.append(pad), trimmed.set()), trim_delay=0.05)
+    with socket.create_connection(("127.0.0.1", ext.port), timeout=10) as sock:
+        sock.sendall(b"POST /volcano/v1.10/predicate HTTP/1.1\r\nHost: x\r\nContent-Length: 8000000\r\n\r\n")
+        sock.sendall(b" " * (2 * 1024 * 1024))
+        time.sleep(0.3)
+    assert trimmed.wait(10)
+    assert pads
+    assert 1024 * 1024 < pads[0] <= 2 * 1024 * 1024
 
 
 def test_glibc_malloc_trim_is_found_and_callable():

@@ -225,5 +225,12 @@ def test_msgspec_decoder_reads_prioritize_and_its_hint_as_the_generic_walk(doc):
 @given(doc=kube_documents)
 def test_msgspec_decoder_reads_kube_args_and_its_hint_as_the_generic_walk(doc):
     raw = dump(doc).encode()
-    fast, slow = FAST.kube_args(raw), GENERIC.kube_args(raw)
+    try:
+        slow = GENERIC.kube_args(raw)
+    except DecodeError:  # no node list to read: both refuse it (the app answers with `Error`)
+        event("no readable node list")
+        with pytest.raises(DecodeError):
+            FAST.kube_args(raw)
+        return
+    fast = FAST.kube_args(raw)
     assert (fast.pod, fast.node_names) == (slow.pod, slow.node_names)
