@@ -1,0 +1,101 @@
+"""mco_pki makes a CA and per-host certificates that the analyzer's mTLS accepts, idempotently, and rotates them."""
+
+from __future__ import annotations
+
+import re
+import stat
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from mco_py.analyzer.service import TLSFiles
+from mco_py.rpc import codec
+from tests.analyzer.test_service import Analyzer, good, stream
+
+from .helpers import BIN, run
+
+PLAYBOOK = """
+- name: Issue the collector's and the analyzer's certificates
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Collector
+      ansible.builtin.include_role:
+        name: mco_pki
+        tasks_from: issue
+      vars:
+        mco_pki_component: collector
+        mco_pki_common_name: node-1
+        mco_pki_sans: ["DNS:node-1"]
+    - name: Analyzer
+      ansible.builtin.include_role:
+        name: mco_pki
+        tasks_from: issue
+      vars:
+        mco_pki_component: analyzer
+        mco_pki_common_name: ctl-1
+        mco_pki_sans: ["DNS:localhost", "IP:127.0.0.1"]
+"""
+
+
+def play(tmp_path: Path, *extra: str) -> tuple[str, dict[str, int]]:
+    book = tmp_path / "pki.yml"
+    book.write_text(PLAYBOOK)
+    argv = [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(book)]
+    argv += ["-e", f"mco_pki_dir={tmp_path / 'pki'}", "-e", f"ansible_python_interpreter={sys.executable}", *extra]
+    proc = run(argv)
+    recap = re.search(r"localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", proc.stdout)
+    names = ("ok", "changed", "unreachable", "failed")
+    counts = dict(zip(names, map(int, recap.groups()), strict=True)) if recap else {}
+    return proc.stdout + proc.stderr, counts
+
+
+def cert(path: Path) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(path.read_bytes())
+
+
+def test_certificates_work_for_mtls_are_idempotent_and_rotate(tmp_path: Path) -> None:
+    out, counts = play(tmp_path)
+    assert counts.get("failed") == 0, out
+    pki = tmp_path / "pki"
+    assert stat.S_IMODE(pki.stat().st_mode) == 0o700
+    for key in ("ca-key.pem", "localhost-collector-key.pem", "localhost-analyzer-key.pem"):
+        assert stat.S_IMODE((pki / key).stat().st_mode) == 0o600, key
+    collector = cert(pki / "localhost-collector.pem")
+    assert collector.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "node-1"
+
+    a = Analyzer(tls=TLSFiles(pki / "localhost-analyzer.pem", pki / "localhost-analyzer-key.pem", pki / "ca.pem"))
+    try:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=(pki / "ca.pem").read_bytes(),
+            private_key=(pki / "localhost-collector-key.pem").read_bytes(),
+            certificate_chain=(pki / "localhost-collector.pem").read_bytes(),
+        )
+        with grpc.secure_channel(f"127.0.0.1:{a.port}", creds) as ch:
+            (reply,) = stream(ch, [codec.batch_to_proto([good("node-1"), good("node-2")], collector="c", sequence=1)])
+        assert (reply.ack.accepted, reply.ack.rejected) == (1, 1)  # node-1's certificate cannot report node-2
+        with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch, pytest.raises(grpc.RpcError):
+            stream(ch, [codec.batch_to_proto([good("node-1")], collector="c", sequence=2)])
+    finally:
+        a.server.stop(0)
+
+    out, counts = play(tmp_path)
+    assert counts.get("changed") == 0, out
+    out, counts = play(tmp_path, "-e", "mco_pki_rotate=true")
+    assert counts.get("failed") == 0, out
+    rotated = cert(pki / "localhost-collector.pem")
+    assert rotated.serial_number != collector.serial_number
+    assert rotated.public_key() != collector.public_key()
+    assert cert(pki / "ca.pem").issuer == rotated.issuer  # the CA stays: nodes keep trusting it
+    out, counts = play(tmp_path)
+    assert counts.get("changed") == 0, out
+
+
+def test_an_operator_ca_must_come_with_its_key(tmp_path: Path) -> None:
+    out, counts = play(tmp_path, "-e", f"mco_pki_ca_cert={tmp_path / 'ca.pem'}")
+    assert counts.get("failed") == 1, out
+    assert "set both mco_pki_ca_cert and mco_pki_ca_key" in out
