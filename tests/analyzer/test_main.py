@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import functools
 import json
+import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -26,8 +30,21 @@ from tests.contracts import crd_schema
 from tests.rules_fixtures import SIGNAL, quick_rules_text
 
 
+@functools.cache
+def _no_host_config() -> str:
+    """An empty settings file: without ``--config`` the analyzer reads /etc/mco/analyzer.yaml if present,
+    which on a host where MCO is deployed asks for TLS (tests give their settings as flags)."""
+    fd, path = tempfile.mkstemp(prefix="mco-analyzer-test-", suffix=".yaml")
+    with os.fdopen(fd, "w") as handle:
+        handle.write("{}\n")
+    atexit.register(os.unlink, path)
+    return path
+
+
 class Process:
     def __init__(self, *args: str) -> None:
+        if not any(arg == "--config" or arg.startswith("--config=") for arg in args):
+            args = ("--config", _no_host_config(), *args)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mco_py.cli", "analyzer", *args],
             stdout=subprocess.DEVNULL,

@@ -125,19 +125,34 @@ class Env:
     # -- MCO services -------------------------------------------------------------------------
 
     def kubeconfig(self, sa: str) -> Path:
-        """A kubeconfig with a bound token of ServiceAccount ``mco-system/<sa>`` (the roles create the accounts)."""
+        """The kubeconfig the roles install for ServiceAccount ``mco-system/<sa>``: made by their
+        ``mco_sa_kubeconfig`` module from the admin kubeconfig (the roles create the accounts)."""
         if sa not in self.kubeconfigs:
-            path = self.workdir / f"{sa}.kubeconfig"
-            self.kubeconfigs[sa] = self.cluster.service_account_kubeconfig(NS, sa, path)
+            params = {"kubeconfig": str(self.cluster.admin_kubeconfig), "namespace": NS, "service_account": sa,
+                      "dest_dir": str(self.workdir / "credentials"), "expiration_seconds": 3600}  # fmt: skip
+            proc = subprocess.run(
+                [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
+                 "-e", f"ansible_python_interpreter={sys.executable}", "-M", str(ROOT / "roles/mco_common/library"),
+                 "-m", "mco_sa_kubeconfig", "-a", json.dumps(params)],
+                cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+                               "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"},
+                capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+            result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+            assert not result.get("failed"), result
+            self.kubeconfigs[sa] = Path(result["path"])
         return self.kubeconfigs[sa]
 
     def start_analyzer(self) -> ServiceProcess:
         if self.analyzer is not None and self.analyzer.running():
             return self.analyzer
+        settings = self.workdir / "analyzer.yaml"
+        settings.write_text("{}\n")  # not the host's /etc/mco/analyzer.yaml: everything from the flags
         self.analyzer = start_service(
             self.workdir,
             "analyzer",
             "analyzer",
+            f"--config={settings}",
             "--mode=cluster",
             f"--kubeconfig={self.kubeconfig('mco-analyzer')}",
             "--identity=analyzer-test",

@@ -24,6 +24,7 @@ from tests.cluster_tests.conftest import (
     run_playbook,
     wait_until,
 )
+from tests.cluster_tests.identities import IDENTITIES
 from tests.rules_fixtures import quick_rules_text
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -75,41 +76,6 @@ def test_the_roles_install_mcos_objects_on_an_existing_volcano_idempotently(env:
 
 
 BROKEN_RULES = "version: broken\nsignals:\n  psiIoSomeAvg10: {warn: 9, critical: 3}\n"
-
-#: (expected answer, verb, resource[/name][#subresource], namespace) per ServiceAccount.
-IDENTITIES = {
-    "mco-analyzer": [
-        ("yes", "get", "nodeinterferencereports.mco.many-core.io", ""),
-        ("yes", "create", "nodeinterferencereports.mco.many-core.io", ""),
-        ("yes", "patch", "nodeinterferencereports.mco.many-core.io#status", ""),
-        ("no", "delete", "nodeinterferencereports.mco.many-core.io", ""),
-        ("no", "patch", "nodeinterferencereports.mco.many-core.io", ""),
-        ("yes", "get", "configmaps/mco-detection-rules", NS),
-        ("no", "get", "configmaps/other", NS),
-        ("no", "list", "configmaps", NS),
-        ("no", "update", "configmaps/mco-detection-rules", NS),
-        ("yes", "create", "events", NS),
-        ("no", "create", "events", "default"),
-        ("yes", "create", "leases.coordination.k8s.io", NS),
-        ("yes", "update", "leases.coordination.k8s.io/mco-analyzer", NS),
-        ("no", "update", "leases.coordination.k8s.io/other", NS),
-        ("no", "get", "secrets", NS),
-        ("no", "list", "nodes", ""),
-        ("no", "create", "pods", "default"),
-    ],
-    "mco-scheduler-extender": [
-        ("yes", "get", "nodeinterferencereports.mco.many-core.io", ""),
-        ("yes", "watch", "nodeinterferencereports.mco.many-core.io", ""),
-        ("no", "patch", "nodeinterferencereports.mco.many-core.io#status", ""),
-        ("no", "create", "nodeinterferencereports.mco.many-core.io", ""),
-        ("yes", "list", "nodes", ""),
-        ("yes", "watch", "nodes", ""),
-        ("no", "patch", "nodes", ""),
-        ("no", "get", "secrets", NS),
-        ("no", "get", "configmaps", NS),
-        ("no", "create", "pods/binding", "default"),
-    ],
-}
 
 
 def test_each_identity_has_least_privilege(env: Env) -> None:

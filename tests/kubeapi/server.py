@@ -403,6 +403,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._list(route, query)
             else:
                 self._send(200, self.api.store.get(route.rt, route.namespace or "", route.name))
+        elif method == "POST" and route.subresource == "token" and route.name is not None:
+            self._token_request(route, body)
         elif method == "POST" and route.name is None and (route.namespace is not None or not route.rt.namespaced):
             self._create(route, query, body)
         elif method == "PUT" and route.name is not None:
@@ -415,6 +417,35 @@ class _Handler(BaseHTTPRequestHandler):
             self._delete_collection(route, query)
         else:
             raise E.method_not_allowed()
+
+    def _token_request(self, route: _Route, body: bytes) -> None:
+        """TokenRequest for a ServiceAccount that exists: a JWT-shaped token (unsigned; this server
+        authenticates no one but its own ``token``) whose claims carry ``sub`` and ``exp`` as the
+        real one's do. ``expirationSeconds`` below 600 is refused, as the real server does."""
+        account = self.api.store.get(route.rt, route.namespace or "", route.name or "")  # 404 when absent
+        request = json.loads(body or b"{}")
+        seconds = int((request.get("spec") or {}).get("expirationSeconds") or 3600)
+        if seconds < 600:
+            detail = "may not specify a duration less than 10 minutes"
+            error = FieldError("Invalid", "spec.expirationSeconds", seconds, detail)
+            raise E.invalid("authentication.k8s.io", "TokenRequest", route.name or "", [error])
+        now = int(time.time())
+        subject = f"system:serviceaccount:{route.namespace}:{account['metadata']['name']}"
+        claims = {"aud": ["https://kubernetes.default.svc"], "exp": now + seconds, "iat": now, "sub": subject}
+
+        def part(obj: dict[str, Any]) -> str:
+            return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+        token = f"{part({'alg': 'none'})}.{part(claims)}."
+        expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + seconds))
+        reply = {
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": account["metadata"]["name"], "namespace": route.namespace},
+            "spec": {"audiences": claims["aud"], "expirationSeconds": seconds, "boundObjectRef": None},
+            "status": {"token": token, "expirationTimestamp": expires},
+        }
+        self._send(201, reply)
 
     def _api_path(self, parts: list[str]) -> bool:
         """Served by an API handler (else the mux's plain-text 404): /version, /api..., /apis and its groups."""
@@ -445,7 +476,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else ""
-        if sub and not (sub == "status" and rt.status):
+        if sub and not (sub == "status" and rt.status) and not (sub == "token" and rt.plural == "serviceaccounts"):
             return None
         if (rt.namespaced and namespace is None and name is not None) or (not rt.namespaced and namespace):
             return None

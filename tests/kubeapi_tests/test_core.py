@@ -463,3 +463,28 @@ def test_secret_string_data_is_encoded_and_maps_must_hold_strings(
     assert answer["message"].endswith(
         "cannot unmarshal number into Go struct field ObjectMeta.metadata.name of type string"
     )
+
+
+def test_token_request_for_a_service_account(core: client.CoreV1Api, ns: str) -> None:
+    """What mco_sa_kubeconfig relies on: a token whose claims name the account and its expiry."""
+    import base64
+    import json
+    import time
+
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "robot"}})
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    reply = core.create_namespaced_service_account_token("robot", ns, request, _preload_content=False)
+    assert reply.status == 201
+    status = json.loads(reply.data)["status"]
+    payload = status["token"].split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert claims["sub"] == f"system:serviceaccount:{ns}:robot"
+    assert abs(claims["exp"] - (time.time() + 3600)) < 120
+    assert status["expirationTimestamp"].endswith("Z")
+    with pytest.raises(client.ApiException) as short:
+        core.create_namespaced_service_account_token("robot", ns, {**request, "spec": {"expirationSeconds": 60}})
+    assert short.value.status == 422
+    assert "may not specify a duration less than 10 minutes" in short.value.body
+    with pytest.raises(client.ApiException) as missing:
+        core.create_namespaced_service_account_token("nobody", ns, request)
+    assert missing.value.status == 404
