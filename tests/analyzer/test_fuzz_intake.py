@@ -17,15 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from mco_py.analysis.samples import InvalidSample
 from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.model import SIGNAL_NAMES
-from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from tests.rules_fixtures import quick_rules
 
 from .test_engine import T0, Clock
+from .test_ingest_paths import plain
 
 MAX_NODES = 8
 NANOS = 1_000_000_000
@@ -88,25 +87,13 @@ def engine() -> Engine:
     )
 
 
-def slow_path(target: Engine, messages: list[pb.Sample]) -> Outcome:
-    """Decode each message, then accept the decoded samples: what accept_messages must agree with."""
-    outcome = Outcome()
-    decoded = []
-    for msg in messages:
-        try:
-            decoded.append(codec.sample_from_proto(msg))
-        except InvalidSample as exc:
-            outcome.reject(exc)
-    return target.accept(decoded, outcome)
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=st.lists(st.lists(samples, max_size=12), min_size=1, max_size=4))
 def test_any_messages_are_accepted_or_rejected_once_and_both_paths_agree(batches: list[list[pb.Sample]]) -> None:
     fast, careful = engine(), engine()
     for batch in batches:
         got = fast.accept_messages(batch, Outcome())
-        want = slow_path(careful, batch)
+        want = plain(careful, batch, None)
         assert got.accepted + got.rejected == len(batch)
         assert sum(got.counts.values()) == got.rejected
         assert (got.accepted, got.counts) == (want.accepted, want.counts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +101,20 @@ class Extender:
 
     def metric(self, name: str, labels: dict[str, str] | None = None) -> float | None:
         return self.registry.get_sample_value(name, labels or {})
+
+
+def serve_fresh_report(directory: Path, decoder: str = "msgspec", **server_args: Any) -> RunningServer:
+    """A real extender on port 0 over a report written just now (for module-scoped fixtures)."""
+    path = directory / "report.json"
+    ReportFile(path).write(updated=time.time())
+    app = ExtenderApp(
+        policy=PolicySettings(),
+        source=FileReportSource(path),
+        labels=NoLabels(),
+        decoder=make_decoder(decoder),
+        registry=CollectorRegistry(),
+    )
+    return start_in_thread(app, **server_args)
 
 
 @pytest.fixture

@@ -8,24 +8,17 @@ from __future__ import annotations
 import http.client
 import re
 import socket
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry
 
-from mco_py.analysis.policy import PolicySettings
-from mco_py.extender.app import ExtenderApp
 from mco_py.extender.config import Limits
-from mco_py.extender.server import RunningServer, start_in_thread
-from mco_py.extender.source import FileReportSource, NoLabels
-from mco_py.extender.wire import make_decoder
+from mco_py.extender.server import RunningServer
 
 from . import bodies
-from .conftest import ReportFile
+from .conftest import serve_fresh_report
 
 STATUS_LINE = re.compile(rb"^HTTP/1\.[01] (\d{3}) ")
 ANY_STATUS = re.compile(rb"HTTP/1\.[01] (\d{3}) ")
@@ -34,17 +27,8 @@ PATHS = [b"/volcano/v1.9/predicate", b"/kube/filter", b"/healthz", b"/metrics", 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    path: Path = tmp_path_factory.mktemp("framing") / "report.json"
-    ReportFile(path).write(updated=time.time())
-    app = ExtenderApp(
-        policy=PolicySettings(),
-        source=FileReportSource(path),
-        labels=NoLabels(),
-        decoder=make_decoder("msgspec"),
-        registry=CollectorRegistry(),
-    )
     limits = Limits(header_timeout=1.0, body_timeout=1.0, request_timeout=2.0, idle_timeout=2.0, sweep_interval=0.1)
-    running = start_in_thread(app, max_body=64 * 1024, limits=limits)
+    running = serve_fresh_report(tmp_path_factory.mktemp("framing"), max_body=64 * 1024, limits=limits)
     yield running
     running.stop()
 

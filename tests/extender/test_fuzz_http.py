@@ -4,36 +4,18 @@ from __future__ import annotations
 
 import http.client
 import json
-import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry
-
-from mco_py.analysis.policy import PolicySettings
-from mco_py.extender.app import ExtenderApp
-from mco_py.extender.server import start_in_thread
-from mco_py.extender.source import FileReportSource, NoLabels
-from mco_py.extender.wire import make_decoder
 
 from . import bodies, go_contract
-from .conftest import ReportFile
+from .conftest import serve_fresh_report
 
 
 @pytest.fixture(scope="module", params=["msgspec", "stdlib"])
 def server(tmp_path_factory, request):
-    path: Path = tmp_path_factory.mktemp("fuzz") / "report.json"
-    ReportFile(path).write(updated=time.time())
-    app = ExtenderApp(
-        policy=PolicySettings(),
-        source=FileReportSource(path),
-        labels=NoLabels(),
-        decoder=make_decoder(request.param),
-        registry=CollectorRegistry(),
-    )
-    running = start_in_thread(app, max_body=256 * 1024)
+    running = serve_fresh_report(tmp_path_factory.mktemp("fuzz"), request.param, max_body=256 * 1024)
     conn = http.client.HTTPConnection("127.0.0.1", running.port, timeout=30)
     yield conn
     conn.close()
