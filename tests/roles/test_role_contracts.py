@@ -10,6 +10,7 @@ import yaml
 from tests.roles.helpers import REPO
 
 ROLES = ["kvm_check", "kata_runtime", "volcano"]
+ALL_ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "main.yml").is_file())
 
 
 def _load(role: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -36,3 +37,12 @@ def test_every_variable_is_documented(role: str) -> None:
     doc = (REPO / "docs" / "roles" / f"{role}.md").read_text()
     missing = [name for name in defaults if f"`{name}`" not in doc]
     assert missing == []
+
+
+@pytest.mark.parametrize("role", ALL_ROLES)
+def test_role_and_its_plugins_carry_the_project_license(role: str) -> None:
+    meta = yaml.safe_load((REPO / "roles" / role / "meta" / "main.yml").read_text())
+    assert meta["galaxy_info"]["license"] == "MulanPSL-2.0"
+    for plugin in sorted(p for d in ("library", "filter_plugins") for p in (REPO / "roles" / role / d).glob("*.py")):
+        head = plugin.read_text().splitlines()[:5]
+        assert "# Mulan PSL v2 (see LICENSE)" in head, f"{plugin.relative_to(REPO)}: license line missing or wrong"

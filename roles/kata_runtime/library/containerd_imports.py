@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: Many-Core Orchestrator authors
-# Apache License 2.0 (see LICENSE)
+# Mulan PSL v2 (see LICENSE)
 """Add or remove one path in the top-level ``imports`` list of containerd's config.toml."""
 
 from __future__ import annotations

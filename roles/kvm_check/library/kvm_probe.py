@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: Many-Core Orchestrator authors
-# Apache License 2.0 (see LICENSE)
+# Mulan PSL v2 (see LICENSE)
 """Probe KVM usability with ioctls, CPU flags and kernel module state."""
 
 from __future__ import annotations

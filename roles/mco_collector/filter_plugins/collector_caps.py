@@ -1,3 +1,5 @@
+# Copyright: Many-Core Orchestrator authors
+# Mulan PSL v2 (see LICENSE)
 """``grantable_caps``: the capabilities of a list the host can grant (those in its bounding set).
 
 A container's bounding set may lack some (this project's CI VM lacks CAP_SYS_RESOURCE); raising

@@ -1,5 +1,5 @@
 # Copyright: Many-Core Orchestrator authors
-# Apache License 2.0 (see LICENSE)
+# Mulan PSL v2 (see LICENSE)
 """Minimal text edits of Volcano's ``volcano-scheduler.conf`` (our ``extender`` entry only).
 
 Approach: the text is parsed with PyYAML's ``compose`` (node tree with line/column
