@@ -84,8 +84,9 @@ def _path_of(url: bytes) -> str:
     return path
 
 
-_MAX_UNREAD_REPLIES = 16 * 1024 * 1024
-"""Reply bytes a connection may leave unread before it is closed (a 5,000-node prioritize reply is ~0.2 MB)."""
+_MAX_UNREAD_REPLIES = 4 * 1024 * 1024
+"""Reply bytes a connection may leave unread before it is closed (a 5,000-node prioritize reply is ~0.2 MB;
+a scheduler reads each reply before it sends the next request)."""
 
 _READ_BUFFER = 1024 * 1024
 """Bytes one read may return; a 730 KiB predicate body usually arrives in one or two reads."""
@@ -133,7 +134,7 @@ class HeapTrimmer:
         self._pending: asyncio.TimerHandle | None = None
 
     def note(self, body_size: int) -> None:
-        """A request with a body of ``body_size`` bytes was handled."""
+        """``body_size`` bytes went through the heap: a request body, or replies dropped unread."""
         if body_size < self._min_body:
             return
         self._largest = max(self._largest, body_size)
@@ -446,9 +447,13 @@ class _Connection(asyncio.BufferedProtocol):
         parser = self._parser
         if transport is None or parser is None or transport.is_closing():
             return
-        if self._unread_replies(transport) > _MAX_UNREAD_REPLIES:
+        unread = self._unread_replies(transport)
+        if unread > _MAX_UNREAD_REPLIES:
             # Pipelined requests whose replies are not read (no scheduler pipelines): stop now,
-            # before one read of small requests turns into many MiB of replies.
+            # before one read of small requests turns into many MiB of replies, and give the
+            # heap those replies took back to the system.
+            if self._trimmer is not None:
+                self._trimmer.note(unread)
             self._guard.drop(self, "unread-replies")
             return
         body: bytes | bytearray

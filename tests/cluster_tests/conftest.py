@@ -270,6 +270,14 @@ class Env:
 
 def run_playbook(env: Env, extra: dict[str, Any]) -> dict[str, Any]:
     """ansible-playbook tests/cluster_tests/playbooks/k8s_objects.yml; returns the play recap of localhost."""
+    run, document = run_playbook_raw(env, extra)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    stats: dict[str, Any] = document["stats"]["localhost"]
+    return stats
+
+
+def run_playbook_raw(env: Env, extra: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """The same run, whatever its outcome: the process and its JSON report."""
     inventory = env.workdir / "inventory.json"
     host = {
         "ansible_connection": "local",
@@ -290,9 +298,9 @@ def run_playbook(env: Env, extra: dict[str, Any]) -> dict[str, Any]:
             str(KATA / "kata-deploy" / "base" / "kata-deploy.yaml"),
         ],
         "kata_runtime_deploy_image": "quay.io/kata-containers/kata-deploy:3.20.0",
-        # volcano: an existing Volcano v1.14 (not installed by us); our entry in its ConfigMap
+        # volcano: an existing Volcano v1.14 (not installed by us; its version is read from the scheduler's
+        # image tag); our entry in its ConfigMap
         "volcano_install": False,
-        "volcano_version": "v1.14.1",
         "volcano_kubeconfig": str(env.cluster.admin_kubeconfig),
         "volcano_extender_service": "127.0.0.1",
         "volcano_extender_port": env.extender_port,
@@ -319,9 +327,19 @@ def run_playbook(env: Env, extra: dict[str, Any]) -> dict[str, Any]:
         timeout=600,
         check=False,
     )
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
-    stats: dict[str, Any] = json.loads(run.stdout)["stats"]["localhost"]
-    return stats
+    document: dict[str, Any] = json.loads(run.stdout) if run.stdout.strip().startswith("{") else {}
+    return run, document
+
+
+def failure_messages(document: dict[str, Any]) -> list[str]:
+    """The messages of the failed tasks in an ansible.posix.json report."""
+    return [
+        str(result.get("msg", ""))
+        for play in document.get("plays", [])
+        for task in play["tasks"]
+        for result in task["hosts"].values()
+        if result.get("failed")
+    ]
 
 
 PLAYBOOK = Path(__file__).parent / "playbooks" / "k8s_objects.yml"

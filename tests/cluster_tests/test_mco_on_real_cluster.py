@@ -9,19 +9,26 @@ the extender, with the report fresh, stale, and with the extender down.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.cluster.cluster import volcano_conf
+from tests.cluster.cluster import free_port, volcano_conf
 from tests.cluster_tests.conftest import (
     NS,
+    ROOT,
     TTL,
     Env,
     existing_volcano,
+    failure_messages,
     mount_scheduler_configmap,
     run_playbook,
+    run_playbook_raw,
     wait_until,
 )
 from tests.cluster_tests.identities import IDENTITIES
@@ -73,6 +80,50 @@ def test_the_roles_install_mcos_objects_on_an_existing_volcano_idempotently(env:
             }
         ]
     )
+
+
+def test_the_running_volcano_version_decides_and_is_never_guessed(env: Env) -> None:
+    """The first converge read v1.14.1 from the scheduler's image (its entry is in the v1.10 format)."""
+    run, document = run_playbook_raw(env, {"volcano_version": "v1.9.0"})
+    assert run.returncode != 0
+    assert any("but the running scheduler is v1.14.1" in m for m in failure_messages(document))
+    deployment = ["-n", "volcano-system", "deployment/volcano-scheduler"]
+    env.kubectl("set", "image", *deployment, "volcano-scheduler=volcanosh/vc-scheduler:latest")
+    try:
+        run, document = run_playbook_raw(env, {})
+        assert run.returncode != 0
+        assert any("MCO does not guess" in m for m in failure_messages(document)), failure_messages(document)
+        # told the version, the role goes on (and changes nothing: the entry is already right)
+        assert run_playbook(env, {"volcano_version": "v1.14.1"})["changed"] == 0
+    finally:
+        env.kubectl("set", "image", *deployment, "volcano-scheduler=volcanosh/vc-scheduler:v1.14.1")
+
+
+@pytest.mark.parametrize("inventory", ["inventory/example", "inventory/example-existing"])
+def test_the_example_inventories_pass_preflight_on_a_real_cluster(env: Env, inventory: str) -> None:
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", inventory, "playbooks/preflight.yml",
+         "-e", json.dumps({"mco_kubeconfig": str(env.cluster.admin_kubeconfig)})],
+        cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "Ask the API server for the kube-system namespace" in run.stdout
+
+
+def test_preflight_says_when_the_api_server_does_not_answer(env: Env, tmp_path: Path) -> None:
+    dead = yaml.safe_load(env.cluster.admin_kubeconfig.read_text())
+    dead["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    kubeconfig = tmp_path / "dead.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(dead))
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory/example", "playbooks/preflight.yml",
+         "-e", json.dumps({"mco_kubeconfig": str(kubeconfig)})],
+        cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "did not answer as expected" in " ".join(run.stdout.split()), run.stdout[-4000:]
 
 
 BROKEN_RULES = "version: broken\nsignals:\n  psiIoSomeAvg10: {warn: 9, critical: 3}\n"
@@ -131,6 +182,27 @@ def test_the_analyzer_works_with_its_own_serviceaccount_token_only(env: Env) -> 
     assert set(config["users"][0]["user"]) == {"token"}
     errors = [line for line in env.analyzer.lines() if line.get("level") == "error"]  # type: ignore[union-attr]
     assert not [e for e in errors if "forbidden" in json.dumps(e).lower()], errors
+
+
+def test_rules_edited_by_hand_are_never_silently_overwritten(env: Env) -> None:
+    """The previous test edited mco-detection-rules with kubectl: each ownership mode does what it says."""
+    edited = env.json("get", "configmap", "-n", NS, "mco-detection-rules")["data"]["rules.yaml"]
+    assert "cluster-tier-2" in edited
+    # guarded (the default): the run stops, says what to do, and the edit stays
+    run, document = run_playbook_raw(env, {})
+    assert run.returncode != 0
+    assert any("MCO does not overwrite edits" in m for m in failure_messages(document)), failure_messages(document)
+    assert env.json("get", "configmap", "-n", NS, "mco-detection-rules")["data"]["rules.yaml"] == edited
+    # create: the ConfigMap exists, so it is left alone
+    assert run_playbook(env, {"mco_crds_rules_configmap": "create"})["changed"] == 0
+    assert env.json("get", "configmap", "-n", NS, "mco-detection-rules")["data"]["rules.yaml"] == edited
+    # managed: the inventory's rules replace the edit; guarded runs then follow the inventory again
+    assert run_playbook(env, {"mco_crds_rules_configmap": "managed"})["changed"] > 0
+    written = env.json("get", "configmap", "-n", NS, "mco-detection-rules")["data"]["rules.yaml"]
+    assert "cluster-tier-2" not in written
+    assert "cluster-tier" in written
+    assert run_playbook(env, {})["changed"] == 0
+    wait_until(lambda: "cluster-tier-2" not in env.kubectl("get", "nir"), "the inventory's rules in force again")
 
 
 def _fresh(env: Env) -> None:

@@ -39,11 +39,6 @@ def test_local_inventory_passes() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_example_inventory_passes() -> None:
-    out = preflight({}, inventory="inventory/example")
-    assert out.returncode == 0, out.stdout + out.stderr
-
-
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -52,9 +47,27 @@ def test_example_inventory_passes() -> None:
         ({"mco_volcano_enabled": True}, "Volcano, Kata and the scheduler ConfigMap need the Kubernetes API"),
         ({"mco_mode": "cluster"}, 'mco_kubeconfig=""'),
         ({"mco_analyzer_addr": "x:1"}, "mco_analyzer_addr is no longer used: use mco_collector_analyzer_addrs"),
+        (
+            {"mco_mode": "cluster", "mco_kubeconfig": "/k", "mco_kata_enabled": True},
+            "kata_runtime_artifact_src is empty",
+        ),
     ],
 )
 def test_bad_inventory_is_rejected(extra: dict[str, Any], message: str) -> None:
     out = preflight(extra)
     assert out.returncode != 0
     assert message in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        # the example names its hosts by IP; a DNS name cannot go into Endpoints
+        ({"ansible_host": "ctl-1.example.com"}, "Endpoints need IP addresses, but these are not: ctl-1.example.com"),
+        ({"mco_kubeconfig": "/nonexistent/kubeconfig"}, "mco_kubeconfig=/nonexistent/kubeconfig is not a file"),
+    ],
+)
+def test_example_inventory_with_a_mistake_is_rejected(extra: dict[str, Any], message: str) -> None:
+    out = preflight(extra, inventory="inventory/example")
+    assert out.returncode != 0
+    assert message in " ".join(out.stdout.split()), out.stdout
