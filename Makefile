@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup test proto run stop report clean
+.PHONY: help setup test proto run stop report clean collection
 
 help:
 	@echo "make run    - set up, deploy MCO to this host (standalone) and show the report"
@@ -12,6 +12,7 @@ help:
 	@echo "make test   - set up, then run every test tier (TIERS='ruff pytest' to pick)"
 	@echo "make setup  - create .venv, install pinned packages and Ansible collections"
 	@echo "make proto  - regenerate the gRPC stubs from proto/"
+	@echo "make collection - build the Ansible collection manycore.mco into dist/"
 
 setup:
 	@scripts/setup.sh
@@ -23,8 +24,12 @@ test: setup
 proto: setup
 	@$(PY) scripts/gen_proto.py
 
+# The Ansible collection manycore.mco (with the mco_py wheelhouse) for ansible-galaxy.
+collection: setup
+	@$(PY) scripts/build_collection.py
+
 clean:
-	rm -rf $(VENV) collections/ansible_collections collections/.installed .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) dist collections/ansible_collections collections/.installed .pytest_cache .mypy_cache .ruff_cache
 
 # Standalone MCO on this host: deploy with Ansible, wait for the first report, show it.
 ANSIBLE_PLAYBOOK := $(VENV)/bin/ansible-playbook

@@ -3,7 +3,9 @@
 Reads requirements/collections.txt, downloads the wheel with pip into a cache
 outside the clone (reused across clones), checks its sha256, and extracts only
 the listed collections into ./collections/ansible_collections. Writes a stamp
-so a second run does nothing unless the list changes.
+so a second run does nothing unless the list changes. Links this repository in as
+the collection manycore.mco (collections/ansible_collections/manycore/mco -> ../../..),
+so the playbooks run the roles and plugins of the checkout, not an installed copy.
 """
 
 from __future__ import annotations
@@ -44,6 +46,19 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def link_this_collection(dest: Path) -> None:
+    """collections/ansible_collections/manycore/mco -> the repository (relative, so clones move freely)."""
+    link = dest / "ansible_collections" / "manycore" / "mco"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() and os.readlink(link) == "../../..":
+        return
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.exists():
+        shutil.rmtree(link)
+    link.symlink_to("../../..", target_is_directory=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spec", type=Path, default=Path("requirements/collections.txt"))
@@ -55,6 +70,7 @@ def main() -> int:
     stamp = args.dest / ".installed"
     wanted = f"{wheel_req} {digest} {' '.join(sorted(names))}\n"
     if stamp.exists() and stamp.read_text() == wanted:
+        link_this_collection(args.dest)
         print(f"collections: up to date ({', '.join(names)})")
         return 0
 
@@ -87,6 +103,7 @@ def main() -> int:
     missing = sorted(set(names) - found)
     if missing:
         sys.exit(f"collections: not in {wheel.name}: {', '.join(missing)}")
+    link_this_collection(args.dest)
     stamp.write_text(wanted)
     print(f"collections: installed {', '.join(names)} into {target}")
     return 0

@@ -475,8 +475,8 @@ tiers:
 
 
 def _role_filter() -> Any:
-    """``roles/volcano/filter_plugins/volcano_conf.py``: the role's own editor of the scheduler conf."""
-    path = Path(__file__).resolve().parents[2] / "roles/volcano/filter_plugins/volcano_conf.py"
+    """``plugins/filter/volcano_conf.py``: the role's own editor of the scheduler conf."""
+    path = Path(__file__).resolve().parents[2] / "plugins/filter/volcano_conf.py"
     spec = importlib.util.spec_from_file_location("mco_volcano_conf", path)
     assert spec is not None
     assert spec.loader is not None

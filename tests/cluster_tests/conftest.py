@@ -132,7 +132,7 @@ class Env:
                       "dest_dir": str(self.workdir / "credentials"), "expiration_seconds": 3600}  # fmt: skip
             proc = subprocess.run(
                 [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
-                 "-e", f"ansible_python_interpreter={sys.executable}", "-M", str(ROOT / "roles/mco_common/library"),
+                 "-e", f"ansible_python_interpreter={sys.executable}", "-M", str(ROOT / "plugins/modules"),
                  "-m", "mco_sa_kubeconfig", "-a", json.dumps(params)],
                 cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
                                "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"},

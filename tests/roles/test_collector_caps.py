@@ -6,7 +6,7 @@ import pytest
 
 from .helpers import load_module
 
-caps = load_module("roles/mco_collector/filter_plugins/collector_caps.py", "collector_caps")
+caps = load_module("plugins/filter/collector_caps.py", "collector_caps")
 
 # CapBnd of this project's CI VM: every capability up to CAP_CHECKPOINT_RESTORE but CAP_SYS_RESOURCE (24).
 STATUS = "Name:\tpython3\nCapInh:\t0000000000000000\nCapBnd:\t000001fffeffffff\nCapAmb:\t0000000000000000\n"

@@ -8,7 +8,7 @@ import pytest
 
 from tests.roles.helpers import adhoc_json, load_module
 
-mod = load_module("roles/kata_runtime/library/containerd_imports.py", "containerd_imports")
+mod = load_module("plugins/modules/containerd_imports.py", "containerd_imports")
 ENTRY = "/etc/containerd/conf.d/kata.toml"
 DEBIAN_16 = (
     "#   Copyright 2018-2022 Docker Inc.\n"
@@ -67,9 +67,9 @@ def test_module_in_check_mode_changes_nothing_then_writes(tmp_path: Path) -> Non
     config = tmp_path / "config.toml"
     config.write_text(DEBIAN_16)
     config.chmod(0o600)
-    result = adhoc_json("containerd_imports", f"path={config} entry={ENTRY}", "roles/kata_runtime/library")
+    result = adhoc_json("containerd_imports", f"path={config} entry={ENTRY}", "plugins/modules")
     assert result["changed"] is True
     assert ENTRY in config.read_text()
     assert config.stat().st_mode & 0o777 == 0o600
-    again = adhoc_json("containerd_imports", f"path={config} entry={ENTRY}", "roles/kata_runtime/library")
+    again = adhoc_json("containerd_imports", f"path={config} entry={ENTRY}", "plugins/modules")
     assert again["changed"] is False

@@ -9,7 +9,7 @@ import pytest
 
 from tests.roles.helpers import adhoc_json, load_module
 
-kvm_probe = load_module("roles/kvm_check/library/kvm_probe.py", "kvm_probe")
+kvm_probe = load_module("plugins/modules/kvm_probe.py", "kvm_probe")
 FIXTURES = Path(__file__).parent / "fixtures" / "kvm"
 HAVE_KVM = os.path.exists("/dev/kvm") and os.geteuid() == 0
 
@@ -110,7 +110,7 @@ def test_module_via_ansible_reports_missing_device_without_failing(tmp_path: Pat
         "kvm_probe",
         f"device={tmp_path}/kvm cpuinfo={FIXTURES}/cpuinfo-amd-svm"
         f" sys_module_root={tmp_path} proc_modules={FIXTURES}/modules-vhost",
-        "roles/kvm_check/library",
+        "plugins/modules",
     )
     assert result.get("failed", False) is False
     assert result["changed"] is False
@@ -123,6 +123,6 @@ def test_module_via_ansible_reports_missing_device_without_failing(tmp_path: Pat
 @pytest.mark.root
 @pytest.mark.skipif(not HAVE_KVM, reason="needs root and /dev/kvm")
 def test_module_via_ansible_on_real_dev_kvm() -> None:
-    result = adhoc_json("kvm_probe", "device=/dev/kvm", "roles/kvm_check/library")
+    result = adhoc_json("kvm_probe", "device=/dev/kvm", "plugins/modules")
     assert result["ready"] is True
     assert result["kvm"]["api_version"] == 12

@@ -25,7 +25,7 @@ PLAYBOOK = """
   tasks:
     - name: Collector
       ansible.builtin.include_role:
-        name: mco_pki
+        name: manycore.mco.mco_pki
         tasks_from: issue
       vars:
         mco_pki_component: collector
@@ -33,7 +33,7 @@ PLAYBOOK = """
         mco_pki_sans: ["DNS:node-1"]
     - name: Analyzer
       ansible.builtin.include_role:
-        name: mco_pki
+        name: manycore.mco.mco_pki
         tasks_from: issue
       vars:
         mco_pki_component: analyzer

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.roles.helpers import load_module
 
-ports = load_module("roles/mco_common/library/mco_port_owners.py", "mco_port_owners")
+ports = load_module("plugins/modules/mco_port_owners.py", "mco_port_owners")
 
 
 def test_a_listener_is_named_and_a_free_port_is_empty() -> None:

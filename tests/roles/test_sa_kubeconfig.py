@@ -35,7 +35,7 @@ def module(admin: Path, dest: Path, **args: Any) -> tuple[dict[str, Any], str]:
     proc = run(
         [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
          "-e", f"ansible_python_interpreter={sys.executable}",
-         "-M", str(REPO / "roles/mco_common/library"), "-m", "mco_sa_kubeconfig", "-a", json.dumps(params)],
+         "-M", str(REPO / "plugins/modules"), "-m", "mco_sa_kubeconfig", "-a", json.dumps(params)],
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
     )  # fmt: skip
     doc = json.loads(proc.stdout)

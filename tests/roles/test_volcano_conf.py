@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.roles.helpers import load_module
 
-conf_mod = load_module("roles/volcano/filter_plugins/volcano_conf.py", "volcano_conf")
+conf_mod = load_module("plugins/filter/volcano_conf.py", "volcano_conf")
 FIXTURES = (
     Path(os.environ.get("MCO_SHARED_FIXTURES", Path(__file__).resolve().parents[3] / "shared" / "fixtures")) / "volcano"
 )
