@@ -115,8 +115,9 @@ def probe_bcc(*, modules_root: Path = Path("/lib/modules"), sys_root: Path = Pat
         module = importlib.import_module("bcc")
     except Exception as exc:
         problems.append(
-            f"python module bcc does not import in {sys.executable} ({type(exc).__name__}: {exc}); Debian's"
-            " python3-bpfcc works only under /usr/bin/python3"
+            f"python module bcc does not import in {sys.executable} ({type(exc).__name__}: {exc}); install"
+            " Debian's python3-bpfcc and make it visible to this venv (the collector role does both with"
+            " mco_collector_bio_backend: bcc)"
         )
     release = os.uname().release
     headers = modules_root / release / "build"

@@ -13,6 +13,7 @@ result says so.
 Filters:
   volcano_extender_find(conf)            -> where the extender entry is and its arguments
   volcano_extender_set(conf, args, ours_prefix, replace_foreign=False) -> new conf text
+  volcano_extender_remove(conf, ours_prefix) -> conf without our entry (a foreign one is kept)
 """
 
 from __future__ import annotations
@@ -247,6 +248,38 @@ def set_extender(conf: str, arguments: dict[str, Any], ours_prefix: str, replace
     return result
 
 
+def remove_extender(conf: str, ours_prefix: str) -> str:
+    """Return ``conf`` without our ``extender`` entry: only its lines go, every other byte stays.
+
+    No entry, or a foreign one (``extender.urlPrefix`` not starting with ``ours_prefix``):
+    ``conf`` is returned as the same object. So ``remove_extender(set_extender(c, ...), ...)``
+    gives back ``c`` for a block-style ``c`` that had no extender.
+    """
+    if not isinstance(conf, str):
+        raise VolcanoConfError(f"volcano-scheduler.conf must be text, got {type(conf).__name__}")
+    conf, ours_prefix = _plain(conf), _plain(ours_prefix)
+    find = find_extender(conf)
+    if not find["found"] or not find["url_prefix"].startswith(ours_prefix):
+        return conf
+    plugins = _plugins(_tiers(_compose(conf))[find["tier"]])
+    if plugins is None or not _block_layout(plugins):
+        data = yaml.safe_load(conf)
+        del data["tiers"][find["tier"]]["plugins"][find["index"]]
+        return str(yaml.safe_dump(data, default_flow_style=False, sort_keys=False))
+    if len(plugins.value) == 1:
+        raise VolcanoConfError(f"the extender is the only plugin of tier {find['tier']}; remove that tier by hand")
+    had_newline = conf.endswith("\n")
+    lines = (conf if had_newline else conf + "\n").splitlines(keepends=True)
+    first, last, _, _ = _item_lines(lines, plugins.value[find["index"]])
+    del lines[first : last + 1]
+    result = "".join(lines)
+    if not had_newline:
+        result = result[:-1]
+    if find_extender(result)["found"]:
+        raise VolcanoConfError("internal error: the extender entry is still in the edited volcano-scheduler.conf")
+    return result
+
+
 def _wrap(func: Any) -> Any:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -258,10 +291,11 @@ def _wrap(func: Any) -> Any:
 
 
 class FilterModule:
-    """volcano_extender_find / volcano_extender_set."""
+    """volcano_extender_find / volcano_extender_set / volcano_extender_remove."""
 
     def filters(self) -> dict[str, Any]:
         return {
             "volcano_extender_find": _wrap(find_extender),
             "volcano_extender_set": _wrap(set_extender),
+            "volcano_extender_remove": _wrap(remove_extender),
         }

@@ -43,10 +43,10 @@ owners:
   sample: {"9876": ["mco"], "9879": []}
 """
 
-import os
-from pathlib import Path
+import os  # noqa: E402 - Ansible modules import after DOCUMENTATION
+from pathlib import Path  # noqa: E402
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 LISTEN = "0A"
 

@@ -268,15 +268,18 @@ class Env:
         wait_until(lambda: not self.json("get", "pods", "-n", "default")["items"], "pods to go")
 
 
-def run_playbook(env: Env, extra: dict[str, Any]) -> dict[str, Any]:
-    """ansible-playbook tests/cluster_tests/playbooks/k8s_objects.yml; returns the play recap of localhost."""
-    run, document = run_playbook_raw(env, extra)
+def run_playbook(env: Env, extra: dict[str, Any], playbook: Path | None = None) -> dict[str, Any]:
+    """ansible-playbook tests/cluster_tests/playbooks/k8s_objects.yml (or ``playbook``, with the same
+    inventory); returns the play recap of localhost."""
+    run, document = run_playbook_raw(env, extra, playbook)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     stats: dict[str, Any] = document["stats"]["localhost"]
     return stats
 
 
-def run_playbook_raw(env: Env, extra: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def run_playbook_raw(
+    env: Env, extra: dict[str, Any], playbook: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """The same run, whatever its outcome: the process and its JSON report."""
     inventory = env.workdir / "inventory.json"
     host = {
@@ -319,7 +322,7 @@ def run_playbook_raw(env: Env, extra: dict[str, Any]) -> tuple[subprocess.Comple
         "TMPDIR": str(env.workdir),
     }
     run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOK)],
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(playbook or PLAYBOOK)],
         cwd=ROOT,
         env=env_vars,
         capture_output=True,
@@ -343,6 +346,7 @@ def failure_messages(document: dict[str, Any]) -> list[str]:
 
 
 PLAYBOOK = Path(__file__).parent / "playbooks" / "k8s_objects.yml"
+UNINSTALL = Path(__file__).parent / "playbooks" / "uninstall_objects.yml"
 
 
 def existing_volcano(cluster: RealCluster) -> None:

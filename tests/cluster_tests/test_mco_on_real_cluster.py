@@ -23,6 +23,7 @@ from tests.cluster_tests.conftest import (
     NS,
     ROOT,
     TTL,
+    UNINSTALL,
     Env,
     existing_volcano,
     failure_messages,
@@ -318,3 +319,31 @@ def _readyz(env: Env) -> bytes:
     with urllib.request.urlopen(f"{env.extender_url}/readyz", timeout=5) as resp:
         body: bytes = resp.read()
         return body
+
+
+def test_uninstall_removes_mcos_objects_and_only_its_volcano_lines(env: Env) -> None:
+    """Last in this module: it takes MCO out of the cluster."""
+    before = env.json("get", "configmap", "-n", "volcano-system", "volcano-scheduler-configmap")["data"]
+    assert run_playbook(env, {}, UNINSTALL)["changed"] > 0
+    after = env.json("get", "configmap", "-n", "volcano-system", "volcano-scheduler-configmap")["data"]
+    old, new = before["volcano-scheduler.conf"].splitlines(), after["volcano-scheduler.conf"].splitlines()
+    cut = next(i for i, (a, b) in enumerate(zip([*old, ""], [*new, ""], strict=False)) if a != b)
+    removed = len(old) - len(new)
+    assert old[cut].strip() == "- name: extender"
+    assert old[:cut] + old[cut + removed :] == new, "only the extender entry's lines are gone"
+    assert all("extender." in line or line.strip() == "arguments:" for line in old[cut + 1 : cut + removed])
+    assert {k: v for k, v in after.items() if k != "volcano-scheduler.conf"} == {
+        k: v for k, v in before.items() if k != "volcano-scheduler.conf"
+    }
+    for kind, name in [
+        ("crd", "nodeinterferencereports.mco.many-core.io"),
+        ("namespace", NS),
+        ("clusterrole", "mco-analyzer"),
+        ("clusterrolebinding", "mco-scheduler-extender"),
+    ]:
+        assert env.kubectl("get", kind, name, "--ignore-not-found", "-o", "name") == "", f"{kind}/{name} is still there"
+    labels = env.json("get", "node", "node-1")["metadata"]["labels"]
+    assert "mco.many-core.io/kvm-ready" not in labels
+    # Volcano itself, and what MCO did not make, are untouched; a second run changes nothing
+    assert env.json("get", "deployment", "-n", "volcano-system", "volcano-scheduler")["metadata"]["name"]
+    assert run_playbook(env, {}, UNINSTALL)["changed"] == 0

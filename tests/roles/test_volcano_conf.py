@@ -202,3 +202,32 @@ def test_generated_confs_keep_other_plugins_and_are_idempotent(
         else:
             assert after == before["plugins"]
     assert conf_mod.set_extender(out, _args(), PREFIX) == out
+    # uninstall: taking our entry out gives back every byte of the conf we were given
+    assert conf_mod.remove_extender(out, PREFIX) == conf
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_remove_gives_back_the_upstream_conf_byte_for_byte(version: str) -> None:
+    conf = _fixture_conf(version)
+    with_ours = conf_mod.set_extender(conf, _args(), PREFIX)
+    assert conf_mod.remove_extender(with_ours, PREFIX) == conf
+    assert conf_mod.remove_extender(conf, PREFIX) is conf  # nothing of ours: untouched
+
+
+def test_remove_keeps_a_foreign_extender_and_the_operators_comments() -> None:
+    foreign = "tiers:\n- plugins:\n  - name: predicates\n  - name: extender\n    arguments:\n      extender.urlPrefix: http://other:8888\n"
+    assert conf_mod.remove_extender(foreign, PREFIX) is foreign
+    conf = (
+        "# operator notes\ntiers:\n- plugins:\n  - name: predicates  # keep\n"
+        f"  - name: extender\n    arguments:\n      extender.urlPrefix: {PREFIX}v1.10\n"
+        "  # after\n  - name: nodeorder\n"
+    )
+    assert conf_mod.remove_extender(conf, PREFIX) == (
+        "# operator notes\ntiers:\n- plugins:\n  - name: predicates  # keep\n  # after\n  - name: nodeorder\n"
+    )
+
+
+def test_remove_refuses_to_leave_a_tier_without_plugins() -> None:
+    conf = f"tiers:\n- plugins:\n  - name: extender\n    arguments:\n      extender.urlPrefix: {PREFIX}v1.9\n"
+    with pytest.raises(conf_mod.VolcanoConfError, match="only plugin of tier 0"):
+        conf_mod.remove_extender(conf, PREFIX)
