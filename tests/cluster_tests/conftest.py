@@ -272,7 +272,7 @@ def run_playbook(env: Env, extra: dict[str, Any], playbook: Path | None = None) 
     """ansible-playbook tests/cluster_tests/playbooks/k8s_objects.yml (or ``playbook``, with the same
     inventory); returns the play recap of localhost."""
     run, document = run_playbook_raw(env, extra, playbook)
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    assert run.returncode == 0, "\n".join(failure_messages(document)) or run.stdout[-6000:] + run.stderr[-3000:]
     stats: dict[str, Any] = document["stats"]["localhost"]
     return stats
 
@@ -395,6 +395,7 @@ def env(cluster_binaries: dict[str, Path], tmp_path_factory: pytest.TempPathFact
         volcano=True,
         kube_scheduler=True,
         scheduler_config=extender_config(f"http://127.0.0.1:{port}"),
+        controllers=["namespace"],  # deleting a namespace (uninstall) needs it, as on any cluster
     )
     environment = Env(cluster, workdir, port)
     try:
