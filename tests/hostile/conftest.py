@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -66,6 +67,16 @@ class ExtenderProcess:
                 key, _, value = line.rpartition(" ")
                 out[key] = float(value)
         return out
+
+    def connections(self) -> float:
+        """Open connections; while the server still counts closed ones at the cap it refuses a new
+        one with 503 (as it should), which counts as "still full"."""
+        try:
+            return self.metrics()["mco_extender_connections"]
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503:
+                raise
+            return float("inf")
 
     def post(self, path: str, body: bytes) -> tuple[int, bytes]:
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=body, method="POST")
