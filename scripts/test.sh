@@ -87,7 +87,7 @@ for tier in $TIERS; do
     # 2 cores, then cached outside the clone), then the tests that run MCO against it.
     cluster) run_tier cluster 1500 tier_cluster ;;
     molecule)
-      if ls molecule/*/molecule.yml >/dev/null 2>&1; then run_tier molecule 1200 tier_molecule
+      if ls molecule/*/molecule.yml >/dev/null 2>&1; then run_tier molecule 1500 tier_molecule
       else skip_tier molecule "no scenarios yet"; fi ;;
     *) echo "unknown tier '$tier' (known: $ALL_TIERS)"; exit 2 ;;
   esac
