@@ -9,9 +9,6 @@ the extender, with the report fresh, stale, and with the extender down.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +18,6 @@ import yaml
 from tests.cluster.cluster import free_port, volcano_conf
 from tests.cluster_tests.conftest import (
     NS,
-    ROOT,
     TTL,
     UNINSTALL,
     Env,
@@ -33,6 +29,7 @@ from tests.cluster_tests.conftest import (
     wait_until,
 )
 from tests.cluster_tests.identities import IDENTITIES
+from tests.playbooks.test_preflight import preflight
 from tests.rules_fixtures import quick_rules_text
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -102,12 +99,7 @@ def test_the_running_volcano_version_decides_and_is_never_guessed(env: Env) -> N
 
 @pytest.mark.parametrize("inventory", ["inventory/example", "inventory/example-existing"])
 def test_the_example_inventories_pass_preflight_on_a_real_cluster(env: Env, inventory: str) -> None:
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", inventory, "playbooks/preflight.yml",
-         "-e", json.dumps({"mco_kubeconfig": str(env.cluster.admin_kubeconfig)})],
-        cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    run = preflight({"mco_kubeconfig": str(env.cluster.admin_kubeconfig)}, inventory=inventory)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "Ask the API server for the kube-system namespace" in run.stdout
 
@@ -117,12 +109,7 @@ def test_preflight_says_when_the_api_server_does_not_answer(env: Env, tmp_path: 
     dead["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
     kubeconfig = tmp_path / "dead.kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(dead))
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory/example", "playbooks/preflight.yml",
-         "-e", json.dumps({"mco_kubeconfig": str(kubeconfig)})],
-        cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    run = preflight({"mco_kubeconfig": str(kubeconfig)}, inventory="inventory/example")
     assert run.returncode != 0
     assert "did not answer as expected" in " ".join(run.stdout.split()), run.stdout[-4000:]
 
