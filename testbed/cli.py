@@ -159,6 +159,8 @@ def render_inventory(bed: nodes.Bed, groups: Sequence[str]) -> dict[str, object]
                 "ansible_user": "root",
                 "ansible_ssh_private_key_file": str(bed.ssh_key),
                 "ansible_ssh_common_args": ssh_args,
+                # a master connection per bed: another bed's node has the same address
+                "ansible_control_path": f"%(directory)s/{bed.name}-%%h-%%r",
                 "ansible_python_interpreter": "/usr/bin/python3",
             },
         }

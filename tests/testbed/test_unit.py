@@ -96,6 +96,8 @@ def test_inventory_reaches_nodes_through_the_controller_namespace(bed: nodes.Bed
     ssh_args = shlex.split(everything["vars"]["ansible_ssh_common_args"])
     assert "ProxyCommand=ip netns exec mcotb-unit-ctl socat - TCP:%h:%p" in ssh_args
     assert everything["vars"]["ansible_ssh_private_key_file"] == str(bed.ssh_key)
+    # another bed's node has the same address: the ssh master connection is this bed's own
+    assert everything["vars"]["ansible_control_path"] % {"directory": "/cp"} == "/cp/unit-%h-%r"
     with pytest.raises(TestbedError, match="not up: node-z"):
         cli.render_inventory(bed, ["g=node-z"])
     with pytest.raises(TestbedError, match="GROUP=NODE"):
