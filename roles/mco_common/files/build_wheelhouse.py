@@ -10,6 +10,7 @@ the wheelhouse already matches the source.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import subprocess
@@ -35,6 +36,14 @@ def source_hash(repo: Path) -> str:
 
 def main() -> int:
     repo, out = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # One build at a time per wheelhouse: playbook runs and test tiers may start together.
+    with (out.parent / f".{out.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return build(repo, out)
+
+
+def build(repo: Path, out: Path) -> int:
     if (repo / "bpf" / "Makefile").is_file() and shutil.which("clang"):
         # Best effort: without clang/BTF the collector falls back to tracefs.
         subprocess.run(["make", "-s", "-C", str(repo / "bpf")], check=False)
