@@ -1,34 +1,49 @@
 #!/usr/bin/env bash
 # Run every test tier that exists, each under a time budget, and print a summary.
 # Select tiers with TIERS="ruff mypy pytest" (default: all). Exit 1 if any failed.
+# The booted-node molecule scenarios (the longest tier, mostly waiting on the nodes) run in
+# a second lane beside the other tiers (MCO_TEST_JOBS=1: one after the other, output shown
+# as it comes). Each tier's output is in .run/test-logs/<tier>.log and is printed whole
+# when the tier ends.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
-ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax pytest hostile cluster molecule"
+ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax pytest hostile run cluster molecule molecule-booted"
 TIERS=${TIERS:-$ALL_TIERS}
+LANE2="molecule-booted"
+JOBS=${MCO_TEST_JOBS:-2}
+LOGS="$PWD/.run/test-logs"
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+LIVE=$([ "$JOBS" -lt 2 ] && echo 1 || echo 0)
 
-declare -A RESULT SECONDS_USED
-ORDER=()
-passed=0; failed=0; skipped=0
+record() {  # name status seconds
+  printf '%s\t%s\n' "$2" "$3" > "$LOGS/$1.result"
+}
 
 run_tier() {  # name budget_seconds command...
   local name=$1 budget=$2; shift 2
-  ORDER+=("$name")
-  printf '\n===== tier %s (budget %ss) =====\n' "$name" "$budget"
-  local start=$SECONDS rc
+  local start=$SECONDS rc log="$LOGS/$name.log"
+  [ "$LIVE" = 1 ] && printf '\n===== tier %s (budget %ss) =====\n' "$name" "$budget"
   if declare -F "$1" >/dev/null; then  # `timeout` cannot run a shell function: hand it to a child bash
-    timeout --kill-after=30 "$budget" bash -c "$(declare -f); $*"; rc=$?
-  else timeout --kill-after=30 "$budget" "$@"; rc=$?; fi
-  SECONDS_USED[$name]=$((SECONDS - start))
-  if [ $rc -eq 0 ]; then RESULT[$name]=passed; passed=$((passed + 1))
-  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then RESULT[$name]="FAILED (over ${budget}s budget)"; failed=$((failed + 1))
-  else RESULT[$name]="FAILED (exit $rc)"; failed=$((failed + 1)); fi
+    set -- bash -c "$(declare -f); $*"
+  fi
+  if [ "$LIVE" = 1 ]; then timeout --kill-after=30 "$budget" "$@" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}
+  else timeout --kill-after=30 "$budget" "$@" > "$log" 2>&1; rc=$?; fi
+  local used=$((SECONDS - start)) status
+  if [ $rc -eq 0 ]; then status=passed
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status="FAILED (over ${budget}s budget)"
+  else status="FAILED (exit $rc)"; fi
+  record "$name" "$status" "$used"
+  if [ "$LIVE" != 1 ]; then  # one tier's output at a time, whole
+    { flock 9; printf '\n===== tier %s (budget %ss): %s in %ss =====\n' "$name" "$budget" "$status" "$used"
+      cat "$log"; } 9> "$LOGS/.print-lock"
+  fi
 }
 
 skip_tier() {  # name reason
-  ORDER+=("$1"); RESULT[$1]="skipped: $2"; SECONDS_USED[$1]=0; skipped=$((skipped + 1))
-  printf '\n===== tier %s: SKIPPED — %s =====\n' "$1" "$2"
+  record "$1" "skipped: $2" 0
+  { flock 9; printf '\n===== tier %s: SKIPPED — %s =====\n' "$1" "$2"; } 9> "$LOGS/.print-lock"
 }
 
 playbooks() { find playbooks -maxdepth 1 -name '*.yml' | sort; [ -f site.yml ] && echo site.yml; }
@@ -50,12 +65,14 @@ can_boot() {  # booted test nodes need root, systemd-nspawn and network namespac
   [ "$(id -u)" -eq 0 ] && command -v systemd-nspawn >/dev/null && command -v debootstrap >/dev/null && ip netns list >/dev/null 2>&1
 }
 
-tier_molecule() {
-  local rc=0 dir scenario
+tier_molecule() {  # booted|local: the scenarios on booted test nodes, or the others
+  local rc=0 dir scenario kind
   for dir in molecule/*/; do
     scenario=$(basename "$dir")
     [ -f "$dir/molecule.yml" ] || continue
-    if grep -q '^# mco-testbed: booted' "$dir/molecule.yml" && ! can_boot; then
+    kind=$(grep -q '^# mco-testbed: booted' "$dir/molecule.yml" && echo booted || echo local)
+    [ "$kind" = "$1" ] || continue
+    if [ "$kind" = booted ] && ! can_boot; then
       echo "!!!!! molecule $scenario SKIPPED: needs root, systemd-nspawn, debootstrap and ip netns (booted test nodes) !!!!!"
       continue
     fi
@@ -68,8 +85,8 @@ tier_molecule() {
   return $rc
 }
 
-for tier in $TIERS; do
-  case $tier in
+tier() {
+  case $1 in
     ruff) run_tier ruff 120 bash -c 'ruff check . && ruff format --check .' ;;
     mypy) run_tier mypy 300 mypy --strict mco_py testbed ;;
     imports) run_tier imports 120 lint-imports ;;
@@ -80,20 +97,51 @@ for tier in $TIERS; do
     syntax)
       if [ -n "$(playbooks)" ]; then run_tier syntax 180 tier_syntax
       else skip_tier syntax "no playbooks yet"; fi ;;
-    pytest) run_tier pytest 900 pytest -p no:cacheprovider -m "not cluster and not hostile" ;;
+    pytest) run_tier pytest 900 pytest -p no:cacheprovider -m "not cluster and not hostile and not run" ;;
     # Attacks on a running service, each with a memory, fd and log budget (docs/security.md).
     hostile) run_tier hostile 300 pytest -p no:cacheprovider -m hostile tests/hostile ;;
+    # `make run` on this host and the docs' host commands on it, then the runbook's uninstall.
+    run)
+      if [ "$(id -u)" -eq 0 ]; then run_tier run 600 pytest -p no:cacheprovider -m run tests/run
+      else skip_tier run "make run deploys to this host and needs root"; fi ;;
     # The real control plane: built from tests/cluster/go.mod on first use (about 7 minutes on
     # 2 cores, then cached outside the clone), then the tests that run MCO against it.
     cluster) run_tier cluster 1500 tier_cluster ;;
-    molecule)
-      if ls molecule/*/molecule.yml >/dev/null 2>&1; then run_tier molecule 1500 tier_molecule
-      else skip_tier molecule "no scenarios yet"; fi ;;
-    *) echo "unknown tier '$tier' (known: $ALL_TIERS)"; exit 2 ;;
+    # Scenarios against a real API server on loopback (each starts one with tests.cluster).
+    molecule) run_tier molecule 900 tier_molecule local ;;
+    # Booted test nodes (docs/testbed.md); mco-cluster runs every command of the user guide and
+    # the runbooks that needs a cluster.
+    molecule-booted) run_tier molecule-booted 2400 tier_molecule booted ;;
+    *) echo "unknown tier '$1' (known: $ALL_TIERS)"; return 2 ;;
   esac
-done
+}
 
-printf '\n===== summary =====\n'
-for name in "${ORDER[@]}"; do printf '  %-13s %5ss  %s\n' "$name" "${SECONDS_USED[$name]}" "${RESULT[$name]}"; done
+for t in $TIERS; do  # refuse a typo before anything runs
+  case " $ALL_TIERS " in *" $t "*) ;; *) echo "unknown tier '$t' (known: $ALL_TIERS)"; exit 2 ;; esac
+done
+lane1=(); lane2=()
+for t in $TIERS; do
+  case " $LANE2 " in *" $t "*) lane2+=("$t") ;; *) lane1+=("$t") ;; esac
+done
+began=$SECONDS
+if [ "$JOBS" -ge 2 ] && [ ${#lane1[@]} -gt 0 ] && [ ${#lane2[@]} -gt 0 ]; then
+  ( for t in "${lane2[@]}"; do tier "$t"; done ) &
+  lane2_pid=$!
+  # stopped from outside: stop the other lane's tier too (`timeout` passes TERM on; molecule destroys)
+  trap 'pkill -TERM -P "$lane2_pid"; wait; exit 130' INT TERM
+  for t in "${lane1[@]}"; do tier "$t"; done
+  wait "$lane2_pid"
+else
+  for t in "${lane1[@]}" "${lane2[@]}"; do tier "$t"; done
+fi
+
+printf '\n===== summary (%ss) =====\n' $((SECONDS - began))
+passed=0; failed=0; skipped=0
+for name in $TIERS; do
+  status="FAILED (no result: see $LOGS/$name.log)"; used=0
+  [ -f "$LOGS/$name.result" ] && IFS=$'\t' read -r status used < "$LOGS/$name.result"
+  printf '  %-13s %5ss  %s\n' "$name" "$used" "$status"
+  case $status in passed) passed=$((passed + 1)) ;; skipped*) skipped=$((skipped + 1)) ;; *) failed=$((failed + 1)) ;; esac
+done
 printf 'tiers: %d passed, %d failed, %d skipped\n' "$passed" "$failed" "$skipped"
 [ "$failed" -eq 0 ]

@@ -1,7 +1,7 @@
 """Run a real control plane on this host until SIGTERM/SIGINT.
 
     .venv/bin/python -m tests.cluster --kubeconfig /tmp/kubeconfig [--volcano] [--kube-scheduler]
-        [--nodes N] [--extender URL] [--workdir DIR]
+        [--nodes N] [--extender URL] [--controllers namespace,...] [--host ADDR] [--port N] [--workdir DIR]
 
 Builds the binaries first if they are not cached (see tests/cluster/build.py). The admin
 kubeconfig is written (atomically) once everything asked for is ready, so waiting for the
@@ -11,6 +11,7 @@ file is waiting for readiness; the work directory (etcd data, logs, keys) is rem
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import shutil
 import signal
 import sys
@@ -35,17 +36,34 @@ def main(argv: list[str] | None = None) -> int:
         help="MCO extender base URL (e.g. http://127.0.0.1:9879): Volcano's extender plugin and kube-scheduler's "
         "extenders call it",
     )
+    parser.add_argument(
+        "--controllers",
+        default="",
+        metavar="NAMES",
+        help="also run kube-controller-manager with these controllers, comma-separated (e.g. namespace)",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address the API server listens on and is reached at (default 127.0.0.1)"
+    )
+    parser.add_argument("--port", type=int, default=0, help="the API server's port (default: a free one)")
     parser.add_argument("--workdir", type=Path, help="work directory (default: a new temporary one)")
     args = parser.parse_args(argv)
     if args.nodes < 0:
         parser.error("--nodes must be 0 or more")
+    if not 0 <= args.port < 65536:
+        parser.error("--port must be 1-65535 (or 0 for a free one)")
+    try:
+        ipaddress.ip_address(args.host)
+    except ValueError:
+        parser.error(f"--host must be an IP address (the API server's certificate names it), got {args.host!r}")
+    controllers = [name for name in args.controllers.split(",") if name]
     try:
         bins = binaries()
     except BuildError as exc:
         print(f"cluster: {exc}", file=sys.stderr)
         return 1
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="mco-cluster-"))
-    cluster = RealCluster(workdir, bins, crds=volcano_crds(bins))
+    cluster = RealCluster(workdir, bins, crds=volcano_crds(bins), host=args.host, api_port=args.port)
     done = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -60,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             volcano_conf=volcano_conf(args.extender) if args.extender else None,
             kube_scheduler=args.kube_scheduler,
             scheduler_config=extender_config(args.extender) if args.extender else None,
+            controllers=controllers,
         )
     except ClusterError as exc:
         print(f"cluster: {exc}", file=sys.stderr)
@@ -68,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     shutil.copy(cluster.admin_kubeconfig, f"{args.kubeconfig}.tmp")
     Path(f"{args.kubeconfig}.tmp").replace(args.kubeconfig)
     parts = (
-        ["etcd", "kube-apiserver"] + (["volcano"] if args.volcano else []) + (["kube-scheduler"] * args.kube_scheduler)
+        ["etcd", "kube-apiserver"]
+        + (["volcano"] if args.volcano else [])
+        + (["kube-scheduler"] * args.kube_scheduler)
+        + ([f"kube-controller-manager ({', '.join(controllers)})"] if controllers else [])
     )
     print(f"cluster: serving {cluster.url} ({', '.join(parts)}; kubeconfig {args.kubeconfig})", flush=True)
     done.wait()

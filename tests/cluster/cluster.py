@@ -91,8 +91,11 @@ class RealCluster:
     bins: Mapping[str, Path]
     crds: Path | None = None
     """Directory of the Volcano CRDs (needed for ``volcano=True``)."""
-    processes: list[_Process] = field(default_factory=list)
+    host: str = "127.0.0.1"
+    """Address the API server listens on and is reached at (its certificate names it)."""
     api_port: int = 0
+    """Its port; 0 picks a free one."""
+    processes: list[_Process] = field(default_factory=list)
     admin_kubeconfig: Path = Path()
     ca: TestCA | None = None
 
@@ -171,7 +174,7 @@ class RealCluster:
             "kube-apiserver",
             ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
             server=True,
-            ips=["127.0.0.1", SERVICE_IP],
+            ips=sorted({"127.0.0.1", self.host, SERVICE_IP}),
         )
         self.admin = self.ca.issue("admin", ADMIN, [], server=False, organization="system:masters")
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -216,15 +219,15 @@ class RealCluster:
 
     def _apiserver(self, timeout: float) -> None:
         assert self.ca is not None
-        self.api_port = free_port()
+        self.api_port = self.api_port or free_port()
         process = self._spawn(
             "kube-apiserver",
             [
                 self.bins["kube-apiserver"],
                 f"--etcd-servers={self.etcd_url}",
                 f"--secure-port={self.api_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.host}",
+                f"--advertise-address={self.host}",
                 f"--tls-cert-file={self.server.cert}",
                 f"--tls-private-key-file={self.server.key}",
                 f"--client-ca-file={self.ca.path}",
@@ -251,7 +254,7 @@ class RealCluster:
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.api_port}"
+        return f"https://{self.host}:{self.api_port}"
 
     def _ssl_context(self) -> ssl.SSLContext:
         assert self.ca is not None

@@ -71,3 +71,25 @@ def test_serves_until_sigterm_and_binds_a_plain_pod_with_volcano(
     assert not workdir.exists(), "the work directory (etcd data, keys, logs) is removed"
     leftovers = subprocess.run(["pgrep", "-f", str(workdir)], capture_output=True, text=True, check=False)
     assert leftovers.stdout == "", "every component stopped"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--host", "api.example"], "--host must be an IP address"),
+        (["--port", "70000"], "--port must be 1-65535"),
+        (["--nodes", "-1"], "--nodes must be 0 or more"),
+    ],
+)
+def test_bad_arguments_say_what_to_fix(args: list[str], says: str, tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.cluster", "--kubeconfig", str(tmp_path / "kc"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert says in out.stderr
+    assert not (tmp_path / "kc").exists()

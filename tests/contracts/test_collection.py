@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 import mco_py
+from tests.docs.doc_commands import select
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -31,11 +32,27 @@ def test_requirements_yml_asks_for_what_galaxy_yml_depends_on() -> None:
 
 
 @pytest.fixture(scope="module")
-def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "build_collection.py"), "--output", str(out)], check=True)
-    (built,) = out.glob("manycore-mco-*.tar.gz")
+def tarball() -> Path:
+    """What the user guide says to run: `make collection` writes dist/manycore-mco-<version>.tar.gz."""
+    (make,) = select(ROOT / "docs" / "user-guide.md", "Install on a cluster", r"^make collection$")
+    built = ROOT / "dist" / f"manycore-mco-{mco_py.__version__}.tar.gz"
+    built.unlink(missing_ok=True)
+    subprocess.run(["bash", "-c", make], cwd=ROOT, check=True, timeout=600)
+    assert built.is_file()
     return built
+
+
+@pytest.mark.parametrize("version", ["1.0", "v1.0.0", "1.0.0-rc.1", "01.0.0"])
+def test_a_build_at_another_version_takes_only_x_y_z(version: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_collection.py"), "--version", version],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert "--version must be X.Y.Z" in out.stderr
 
 
 def test_the_tarball_holds_what_the_roles_deploy_and_no_development_files(tarball: Path) -> None:
