@@ -170,7 +170,12 @@ def test_collectors_to_analyzer_to_report(collectors: tuple[Process, Path, list[
     assert hot["signals"]["psiIoSomeRate"] == pytest.approx(70.0, abs=10)
     assert any(r.startswith("psiIoSomeRate=") and "≥ critical 50 (io sub-score 100)" in r for r in hot["reasons"])
     assert hot["dimensions"]["io"]["level"] == "High"
-    assert hot["dominant"] in {"cpu", "io"}
+    # The dominant dimension scores highest, the first in rules order on a tie. All three are
+    # near or past critical here, and a busy host makes the measured rates jitter around those
+    # lines, so which one that is may change from run to run: the rule does not.
+    dims = hot["dimensions"]
+    top = max(d["score"] for d in dims.values())
+    assert hot["dominant"] == next(name for name in ("cpu", "memory", "io") if dims.get(name, {}).get("score") == top)
     metrics = analyzer.metrics()
     assert "mco_analyzer_connected_collectors 2.0" in metrics
     assert 'mco_node_interference_level{node="hot-node"} 3.0' in metrics
