@@ -111,7 +111,7 @@ tier() {
     molecule) run_tier molecule 900 tier_molecule local ;;
     # Booted test nodes (docs/testbed.md); mco-cluster runs every command of the user guide and
     # the runbooks that needs a cluster.
-    molecule-booted) run_tier molecule-booted 2400 tier_molecule booted ;;
+    molecule-booted) run_tier molecule-booted 3300 tier_molecule booted ;;
     *) echo "unknown tier '$1' (known: $ALL_TIERS)"; return 2 ;;
   esac
 }
