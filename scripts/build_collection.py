@@ -37,6 +37,18 @@ WHEEL_SOURCE = ("pyproject.toml", "README.md", "LICENSE", "requirements", "mco_p
 VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 
 
+def copy_from_root(names: tuple[str, ...], into: Path, *ignored: str) -> None:
+    """Copy these files and trees of the repository into ``into``, at the same relative paths."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", *ignored)
+    for name in names:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, into / name, ignore=ignore)
+        elif source.is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, into / name)
+
+
 def stage(into: Path, wheelhouse: Path, version: str | None = None) -> None:
     """Lay the collection out in ``into`` (an empty directory)."""
     galaxy = yaml.safe_load((ROOT / "galaxy.yml").read_text())
@@ -44,14 +56,7 @@ def stage(into: Path, wheelhouse: Path, version: str | None = None) -> None:
     if version:
         galaxy["version"] = version
     (into / "galaxy.yml").write_text(yaml.safe_dump(galaxy, sort_keys=False))
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in (*CONTENT, *EXAMPLES, *DATA):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, into / name, ignore=ignore)
-        else:
-            (into / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, into / name)
+    copy_from_root((*CONTENT, *EXAMPLES, *DATA), into)
     (into / "files" / "wheelhouse").mkdir(parents=True)
     shutil.copy2(wheelhouse / "wheelhouse.tar", into / "files" / "wheelhouse" / "wheelhouse.tar")
 
@@ -59,13 +64,7 @@ def stage(into: Path, wheelhouse: Path, version: str | None = None) -> None:
 def versioned_source(into: Path, version: str) -> Path:
     """A copy of the wheel's source in ``into`` with ``mco_py.__version__`` set to ``version``."""
     into.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
-    for name in WHEEL_SOURCE:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, into / name, ignore=ignore)
-        elif source.is_file():
-            shutil.copy2(source, into / name)
+    copy_from_root(WHEEL_SOURCE, into, "*.egg-info", "build")
     init = into / "mco_py" / "__init__.py"
     text, count = re.subn(r'(?m)^__version__ = "[^"]*"$', f'__version__ = "{version}"', init.read_text())
     if count != 1:
