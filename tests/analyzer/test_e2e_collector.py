@@ -58,7 +58,8 @@ def stalling(proc: Path) -> Iterator[None]:
     started = time.monotonic()
 
     def run() -> None:
-        while not stop.wait(0.05):
+        # every 10 ms: the collector's 0.2 s windows then see at most a few percent of jitter
+        while not stop.wait(0.01):
             write_pressure(proc, int((time.monotonic() - started) * 1e6))
 
     write_pressure(proc, 0)
@@ -167,7 +168,10 @@ def test_collectors_to_analyzer_to_report(collectors: tuple[Process, Path, list[
     assert crd_schema.errors(doc) == []
     hot = next(n for n in doc["status"]["nodes"] if n["name"] == "hot-node")
     assert hot["signals"]["psiIoSomeAvg10"] == pytest.approx(70.0)
-    assert hot["signals"]["psiIoSomeRate"] == pytest.approx(70.0, abs=10)
+    # A busy host delays the writer thread and the collector's reads: the measured rate
+    # jitters around 70 (82.7 was seen under make test's second lane); what matters is that
+    # it arrives and is judged past the critical line (50).
+    assert hot["signals"]["psiIoSomeRate"] == pytest.approx(70.0, abs=18)
     assert any(r.startswith("psiIoSomeRate=") and "≥ critical 50 (io sub-score 100)" in r for r in hot["reasons"])
     assert hot["dimensions"]["io"]["level"] == "High"
     # The dominant dimension scores highest, the first in rules order on a tie. All three are
