@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mco_py import __version__
 from mco_py.analysis.rules import DetectionRules, default_rules_text, parse_rules, rules_to_yaml
 from mco_py.errors import MCOError, ReportNotFound, RulesError
+
+if TYPE_CHECKING:
+    from mco_py.model import Report
+    from mco_py.store.base import ReportStore
 
 #: name -> (module, help). Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 SERVICE_COMMANDS: dict[str, tuple[str, str]] = {
@@ -25,8 +31,12 @@ SERVICE_COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _version_line() -> str:
+    return f"mco {__version__} (Python {sys.version.split()[0]})"
+
+
 def _cmd_version(_: argparse.Namespace) -> int:
-    print(f"mco {__version__} (Python {sys.version.split()[0]})")
+    print(_version_line())
     return 0
 
 
@@ -85,26 +95,37 @@ def _cmd_rules_default(_: argparse.Namespace) -> int:
     return 0
 
 
+#: Where ``mco report`` reads without --file or --kubeconfig (the standalone analyzer's file).
+DEFAULT_REPORT_FILE = Path("/var/lib/mco/report.json")
+#: ``mco report --watch`` reads the report this often (seconds).
+WATCH_POLL_S = 1.0
+
+
+def _report_store(args: argparse.Namespace) -> ReportStore:
+    """The report's source, as kubectl finds a cluster: --file, else --kubeconfig, else
+    $KUBECONFIG or the in-cluster ServiceAccount, else the standalone file. Raises MCOError."""
+    from mco_py.store.file import FileReportStore  # noqa: PLC0415 - keep `mco version` imports minimal
+
+    if args.file is not None:
+        return FileReportStore(args.file)
+    if args.kubeconfig or os.environ.get("KUBECONFIG") or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        from mco_py.kube.client import load_api_client  # noqa: PLC0415
+        from mco_py.store.kube import KubeReportStore  # noqa: PLC0415
+
+        return KubeReportStore(load_api_client(args.kubeconfig), name=args.name)
+    return FileReportStore(DEFAULT_REPORT_FILE)
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     import time  # noqa: PLC0415 - keep `mco version` imports minimal
 
     from mco_py.report_view import render  # noqa: PLC0415
-    from mco_py.store.base import ReportStore  # noqa: PLC0415
 
-    store: ReportStore
-    if args.kubeconfig:
-        from mco_py.kube.client import load_api_client  # noqa: PLC0415
-        from mco_py.store.kube import KubeReportStore  # noqa: PLC0415
-
-        try:
-            store = KubeReportStore(load_api_client(args.kubeconfig), name=args.name)
-        except MCOError as exc:
-            print(f"cannot reach the cluster: {exc}", file=sys.stderr)
-            return 1
-    else:
-        from mco_py.store.file import FileReportStore  # noqa: PLC0415
-
-        store = FileReportStore(args.file)
+    try:
+        store = _report_store(args)
+    except MCOError as exc:
+        print(f"cannot reach the cluster: {exc}", file=sys.stderr)
+        return 1
     deadline = time.monotonic() + args.wait
     while True:
         try:
@@ -118,13 +139,42 @@ def _cmd_report(args: argparse.Namespace) -> int:
         except MCOError as exc:
             print(f"cannot read the report from {store.describe()}: {exc}", file=sys.stderr)
             return 1
-    sys.stdout.write(render(report, fmt=args.output, now=time.time(), source=store.describe()))
-    return 0
+
+    def show(report: Report) -> None:
+        text = render(report, fmt=args.output, now=time.time(), source=store.describe(), headers=not args.no_headers)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    show(report)
+    if not args.watch:
+        return 0
+    # --watch: the report again whenever it changes, until Ctrl-C. A read error is said once
+    # (not every poll) and the watch goes on: the analyzer may be restarting.
+    separator = {"yaml": "---\n", "table": "\n", "wide": "\n"}.get(args.output, "") if not args.no_headers else ""
+    last_error = ""
+    try:
+        while True:
+            time.sleep(WATCH_POLL_S)
+            try:
+                latest = store.read()
+            except MCOError as exc:
+                if str(exc) != last_error:
+                    print(f"cannot read the report from {store.describe()}: {exc} (still watching)", file=sys.stderr)
+                    last_error = str(exc)
+                continue
+            last_error = ""
+            if latest != report:
+                report = latest
+                sys.stdout.write(separator)
+                show(report)
+    except KeyboardInterrupt:
+        return 0
 
 
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; only the ``selected`` service module is imported."""
     parser = argparse.ArgumentParser(prog="mco", description="Many-Core Orchestrator")
+    parser.add_argument("--version", action="version", version=_version_line(), help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("version", help="print the version")
@@ -141,13 +191,24 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     p = rules_sub.add_parser("default", help="print the documented default rules")
     p.set_defaults(func=_cmd_rules_default)
 
-    p = sub.add_parser("report", help="show the interference report (table, json or yaml)")
+    p = sub.add_parser("report", help="show the interference report (table, wide, name, json or yaml)")
     p.add_argument(
-        "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table", help="wide: with dimensions"
+        "-o",
+        "--output",
+        choices=("table", "wide", "name", "json", "yaml"),
+        default="table",
+        help="wide: with dimensions; name: node/NAME lines",
     )
-    p.add_argument("--file", type=Path, default=Path("/var/lib/mco/report.json"), help="standalone report file")
-    p.add_argument("--kubeconfig", help="read the NodeInterferenceReport from this cluster instead of the file")
-    p.add_argument("--name", default="cluster", help="report object name (with --kubeconfig)")
+    p.add_argument("--no-headers", action="store_true", help="table and wide: the rows only")
+    p.add_argument("-w", "--watch", action="store_true", help="print it again whenever it changes (Ctrl-C ends)")
+    p.add_argument(
+        "--file", type=Path, help=f"read this standalone report file (default {DEFAULT_REPORT_FILE} on a host)"
+    )
+    p.add_argument(
+        "--kubeconfig",
+        help="read the NodeInterferenceReport from this cluster (default: $KUBECONFIG, then in-cluster config)",
+    )
+    p.add_argument("--name", default="cluster", help="report object name (cluster)")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a first report")
     p.set_defaults(func=_cmd_report)
 

@@ -50,17 +50,28 @@ def _wide_row(node: NodeAssessment, now: float) -> tuple[str, ...]:
     return (*_row(node, now), node.dominant or "-", dims or "-")
 
 
-def render_table(report: Report, *, now: float, source: str = "", wide: bool = False) -> str:
-    """A fixed-width table, one row per node, with a header line about the report itself."""
+#: ``mco report -o`` choices.
+FORMATS = ("table", "wide", "name", "json", "yaml")
+
+
+def render_table(report: Report, *, now: float, source: str = "", wide: bool = False, headers: bool = True) -> str:
+    """A fixed-width table, one row per node, after a line about the report itself.
+
+    Without ``headers`` only the rows are printed (no report line, column names or
+    reasons), for ``awk`` and ``cut``.
+    """
     header, row = (WIDE_COLUMNS, _wide_row) if wide else (COLUMNS, _row)
     rows = [header, *(row(n, now) for n in report.nodes)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    cells = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if not headers:
+        return "".join(line + "\n" for line in cells[1:])
     lines = [
         f"report {source or '-'}: updated {format_time(report.last_update_time)} "
         f"({_age(now - report.last_update_time)} ago) by {report.analyzer_identity or '?'}, "
-        f"rules {report.rules_version or '?'}"
+        f"rules {report.rules_version or '?'}",
+        *cells,
     ]
-    lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     if not report.nodes:
         lines.append("(no nodes yet: is a collector streaming to the analyzer?)")
     for node in report.nodes:
@@ -69,13 +80,15 @@ def render_table(report: Report, *, now: float, source: str = "", wide: bool = F
     return "\n".join(lines) + "\n"
 
 
-def render(report: Report, *, fmt: str, now: float, source: str = "") -> str:
-    """``table``, ``wide``, ``json`` or ``yaml`` (the latter two are the report status document)."""
+def render(report: Report, *, fmt: str, now: float, source: str = "", headers: bool = True) -> str:
+    """One of :data:`FORMATS`: a table (``wide`` with dimensions), ``node/NAME`` lines, or the status document."""
     if fmt in ("table", "wide"):
-        return render_table(report, now=now, source=source, wide=fmt == "wide")
+        return render_table(report, now=now, source=source, wide=fmt == "wide", headers=headers)
+    if fmt == "name":  # as `kubectl get -o name`: pipe it to `kubectl describe`
+        return "".join(f"node/{node.name}\n" for node in report.nodes)
     doc: dict[str, Any] = report_to_status(report)
     if fmt == "json":
         return json.dumps(doc, indent=2) + "\n"
     if fmt == "yaml":
         return str(yaml.safe_dump(doc, sort_keys=False))
-    raise ValueError(f"unknown output format {fmt!r}; use table, wide, json or yaml")
+    raise ValueError(f"unknown output format {fmt!r}; use one of {', '.join(FORMATS)}")

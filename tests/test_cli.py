@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import mco_py
@@ -11,14 +14,21 @@ import mco_py
 MCO = [sys.executable, "-m", "mco_py.cli"]
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*MCO, *args], capture_output=True, text=True, timeout=60, check=False, input=stdin)
+def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``mco ARGS`` with this environment, without KUBECONFIG unless ``env`` gives it."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    return subprocess.run(
+        [*MCO, *args], capture_output=True, text=True, timeout=60, check=False, input=stdin, env=environ | (env or {})
+    )
 
 
 def test_version() -> None:
     out = run("version")
     assert out.returncode == 0
     assert out.stdout.startswith(f"mco {mco_py.__version__}")
+    flag = run("--version")
+    assert flag.returncode == 0, flag.stderr
+    assert flag.stdout == out.stdout
 
 
 def test_console_script_is_installed() -> None:
@@ -78,9 +88,7 @@ def test_missing_file_exit_1(tmp_path: Path) -> None:
     assert "cannot read" in out.stderr
 
 
-def _write_report(path: Path) -> None:
-    import time
-
+def _write_report(path: Path, *, level: str = "Low") -> None:
     from mco_py.model import DimensionScore, Level, NodeAssessment, Report
     from mco_py.store.file import FileReportStore
 
@@ -93,7 +101,7 @@ def _write_report(path: Path) -> None:
             nodes=(
                 NodeAssessment(
                     name="host-a",
-                    level=Level.LOW,
+                    level=Level(level),
                     score=31.25,
                     signals={"psiIoSomeAvg10": 27.5, "bioLatencyP99Ms": 3.2},
                     last_sample_time=now - 2,
@@ -170,3 +178,81 @@ def test_report_from_the_cluster(kube_api: object, kubeconfig: Path) -> None:
     missing = run("report", "--kubeconfig", str(kubeconfig), "--name", "other")
     assert missing.returncode == 1
     assert "no report yet" in missing.stderr
+
+
+def test_report_names_and_rows_without_headers(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    _write_report(path)
+    names = run("report", "--file", str(path), "-o", "name")
+    assert (names.returncode, names.stdout) == (0, "node/host-a\n"), names.stderr
+    (row,) = run("report", "--file", str(path), "--no-headers").stdout.splitlines()
+    assert row.split()[:3] == ["host-a", "Low", "31.2"]
+    (wide,) = run("report", "--file", str(path), "-o", "wide", "--no-headers").stdout.splitlines()
+    assert wide.split()[-2:] == ["io", "io=Low/31.2,cpu=None/4.5"]
+    bad = run("report", "--file", str(path), "-o", "xml")
+    assert bad.returncode == 2
+    assert "invalid choice: 'xml'" in bad.stderr
+
+
+def test_report_watch_prints_each_change_and_says_a_read_error_once(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    _write_report(path)
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    with subprocess.Popen(
+        [*MCO, "report", "--file", str(path), "--watch", "--no-headers", "-o", "wide"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as watch:
+        assert watch.stdout is not None
+        assert watch.stderr is not None
+        try:
+            assert watch.stdout.readline().split()[:2] == ["host-a", "Low"]
+            _write_report(path, level="High")
+            assert watch.stdout.readline().split()[:2] == ["host-a", "High"]
+            path.unlink()
+            assert "does not exist yet (still watching)" in watch.stderr.readline()
+            time.sleep(2.5)  # two more polls see the same error: it is not said again
+            _write_report(path, level="Medium")
+            assert watch.stdout.readline().split()[:2] == ["host-a", "Medium"]
+            watch.send_signal(signal.SIGINT)
+            assert watch.wait(timeout=10) == 0
+            assert watch.stderr.read() == ""
+        finally:
+            watch.kill()
+
+
+def test_report_reads_the_cluster_of_kubeconfig_env_unless_a_file_is_given(kube_api: object, kubeconfig: Path) -> None:
+    import json
+
+    from kubernetes import utils
+
+    from mco_py.kube.client import load_api_client
+    from mco_py.model import Level, NodeAssessment, Report
+    from mco_py.store.kube import KubeReportStore
+
+    api = load_api_client(kubeconfig)
+    utils.create_from_yaml(
+        api, str(Path(__file__).resolve().parents[1] / "mco_py/data/crds/nodeinterferencereports.yaml")
+    )
+    KubeReportStore(api).write(
+        Report(
+            last_update_time=1_800_000_000.0,
+            analyzer_identity="ctl",
+            rules_version="r9",
+            nodes=(NodeAssessment(name="w1", level=Level.HIGH, score=90.0),),
+        )
+    )
+    # $KUBECONFIG wins over in-cluster config, as with kubectl
+    env = {"KUBECONFIG": str(kubeconfig), "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+    out = run("report", "-o", "json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["nodes"][0]["name"] == "w1"
+    table = run("report", env=env)
+    assert table.stdout.startswith("report NodeInterferenceReport cluster"), table.stdout
+    assert run("report", "-o", "name", "--file", str(kubeconfig.parent / "none.json"), env=env).returncode == 1
+    broken = run("report", env={"KUBECONFIG": str(kubeconfig.parent / "missing")})
+    assert broken.returncode == 1
+    assert "$KUBECONFIG=" in broken.stderr
+    assert "fix it, or unset it" in broken.stderr

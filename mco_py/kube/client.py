@@ -18,12 +18,13 @@ from mco_py.errors import ConfigError, MCOError, StoreUnavailable, error_for_sta
 
 
 def load_api_client(kubeconfig: str | Path | None = None, *, context: str | None = None) -> client.ApiClient:
-    """An ``ApiClient`` from ``kubeconfig``, else in-cluster config, else ``$KUBECONFIG``/~/.kube/config.
+    """An ``ApiClient`` from the first source that is set, in kubectl's order.
 
-    Raises :class:`ConfigError` saying which sources were tried.
+    ``kubeconfig`` (a flag or config field), else ``$KUBECONFIG`` (one file or a ``:`` list),
+    else the in-cluster ServiceAccount (``KUBERNETES_SERVICE_HOST``), else ``~/.kube/config``.
+    Raises :class:`ConfigError` saying which sources were tried and what was wrong.
     """
     configuration = client.Configuration()
-    tried: list[str] = []
     if kubeconfig:
         path = Path(kubeconfig)
         if not path.is_file():
@@ -33,6 +34,14 @@ def load_api_client(kubeconfig: str | Path | None = None, *, context: str | None
         except (ConfigException, OSError, ValueError) as exc:
             raise ConfigError(f"kubeconfig {path} is not usable: {exc}") from exc
         return client.ApiClient(configuration)
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        try:
+            config.load_kube_config(context=context, client_configuration=configuration)
+        except (ConfigException, OSError, ValueError) as exc:
+            raise ConfigError(f"$KUBECONFIG={env} is not usable: {exc}; fix it, or unset it") from exc
+        return client.ApiClient(configuration)
+    tried: list[str] = []
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
             config.load_incluster_config(client_configuration=configuration)
@@ -43,7 +52,7 @@ def load_api_client(kubeconfig: str | Path | None = None, *, context: str | None
         config.load_kube_config(context=context, client_configuration=configuration)
         return client.ApiClient(configuration)
     except (ConfigException, OSError, ValueError) as exc:
-        tried.append(f"$KUBECONFIG/~/.kube/config ({exc})")
+        tried.append(f"~/.kube/config ({exc})")
     raise ConfigError("no Kubernetes configuration found; tried " + "; ".join(tried) + ". Set --kubeconfig.")
 
 
