@@ -21,10 +21,13 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    # Debian's supervisor package starts its own daemon; MCO runs its own instance.
-    if command -v service >/dev/null && [ -e /etc/init.d/supervisor ]; then
-      service supervisor stop >/dev/null 2>&1 || true
-    fi
+    # Debian's supervisor package starts its own daemon (MCO runs its own instance), and the
+    # prometheus package its server (only promtool is wanted here).
+    for daemon in supervisor prometheus; do
+      if command -v service >/dev/null && [ -e "/etc/init.d/$daemon" ]; then
+        service "$daemon" stop >/dev/null 2>&1 || true
+      fi
+    done
   else
     say "Debian packages present"
   fi

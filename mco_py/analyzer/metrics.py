@@ -10,6 +10,7 @@ from prometheus_client.registry import Collector
 
 from mco_py.analysis.samples import REJECT_REASONS
 from mco_py.model import Level, NodeAssessment
+from mco_py.obs.runtime import RuntimeMetrics
 
 RELOAD_RESULTS = ("success", "unchanged", "invalid", "missing", "error")
 
@@ -128,6 +129,7 @@ class AnalyzerMetrics:
             self.batches_rejected.labels(reason)
         for result in RELOAD_RESULTS:
             self.rules_reloads.labels(result)
+        self.runtime = RuntimeMetrics("analyzer", registry)
 
     def publish_nodes(self, nodes: tuple[NodeAssessment, ...], dimensions: Sequence[str] = ()) -> None:
         """Per-node series for exactly ``nodes`` from now on (forgotten nodes vanish with them), and

@@ -21,6 +21,7 @@ from prometheus_client.utils import floatToGoString
 
 from mco_py.collector import psi
 from mco_py.collector.signals import NodeSample, StreamStatus
+from mco_py.obs.runtime import RuntimeMetrics
 
 #: signal key -> (node metric, device metric or "", help)
 SIGNAL_METRICS: dict[str, tuple[str, str, str]] = {
@@ -302,7 +303,11 @@ class CollectorMetrics(Collector):
     """Every collector metric, registered in the given registry, with a cheap exposition (:meth:`render_text`)."""
 
     def __init__(
-        self, registry: CollectorRegistry, *, streams: Callable[[], Iterable[StreamStatus]] | None = None
+        self,
+        registry: CollectorRegistry,
+        *,
+        streams: Callable[[], Iterable[StreamStatus]] | None = None,
+        process_proc_root: str = "/proc",
     ) -> None:
         self.samples = SampleCollector(streams)
         self.sample_duration = DurationHistogram(
@@ -312,6 +317,7 @@ class CollectorMetrics(Collector):
         )
         self.samples_taken = _Count()
         registry.register(self)
+        self.runtime = RuntimeMetrics("collector", registry, proc_root=process_proc_root)  # exposed after these
 
     def _taken(self) -> Family:
         return Family("mco_collector_samples", "Samples taken", "counter", (), [((), float(self.samples_taken.value))])
@@ -326,7 +332,8 @@ class CollectorMetrics(Collector):
         """
         text = self.samples.render_text(openmetrics=openmetrics) + self.sample_duration.render()
         text += self.samples._text.render([self._taken()], openmetrics=openmetrics)
-        return (text + "# EOF\n" if openmetrics else text).encode()
+        body = text.encode() + self.runtime.render_text(openmetrics)
+        return body + b"# EOF\n" if openmetrics else body
 
 
 class _Count:

@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from mco_py.analysis.policy import Fallback, ReportState
+from mco_py.obs.runtime import RuntimeMetrics
 
 #: Route label values (bounded).
 ROUTES = (
@@ -182,6 +183,7 @@ class ExtenderMetrics:
         self._connections: _ConnectionCollector | None = None
         registry.register(_HotCollector(self))
         registry.register(_StateCollector(state))
+        self.runtime = RuntimeMetrics("extender", registry)
 
     def watch_connections(self, guard: ConnectionStats) -> None:
         """Export the connection counts of the server's guard (one server per registry)."""

@@ -311,6 +311,7 @@ def run_playbook_raw(
         "mco_crds_kubeconfig": str(env.cluster.admin_kubeconfig),
         "mco_crds_repo_root": str(ROOT),
         "mco_crds_services_enabled": False,
+        "mco_crds_monitoring_labels": {"release": "kube-prometheus-stack"},
         "mco_analyzer_detection_rules": yaml.safe_load(quick_rules_text("cluster-tier")),
         **extra,
     }
@@ -375,6 +376,39 @@ def existing_volcano(cluster: RealCluster) -> None:
                     },
                 },
             },
+        ]
+    )
+
+
+#: The Prometheus Operator kinds mco_crds creates objects of when their CRDs exist.
+PROMETHEUS_OPERATOR_KINDS = {"servicemonitors": "ServiceMonitor", "prometheusrules": "PrometheusRule"}
+
+
+def prometheus_operator_crds(cluster: RealCluster) -> None:
+    """The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs (schema-less: only served)."""
+    cluster.apply(
+        [
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{plural}.monitoring.coreos.com"},
+                "spec": {
+                    "group": "monitoring.coreos.com",
+                    "scope": "Namespaced",
+                    "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+                    "versions": [
+                        {
+                            "name": "v1",
+                            "served": True,
+                            "storage": True,
+                            "schema": {
+                                "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                            },
+                        }
+                    ],
+                },
+            }
+            for plural, kind in PROMETHEUS_OPERATOR_KINDS.items()
         ]
     )
 

@@ -24,6 +24,7 @@ from tests.cluster_tests.conftest import (
     existing_volcano,
     failure_messages,
     mount_scheduler_configmap,
+    prometheus_operator_crds,
     run_playbook,
     run_playbook_raw,
     wait_until,
@@ -35,12 +36,14 @@ from tests.rules_fixtures import quick_rules_text
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 KATA_LABEL = "katacontainers.io/kata-runtime"
+PROMETHEUS_RULES = Path(__file__).resolve().parents[2] / "roles" / "mco_crds" / "files" / "prometheus-rules.yaml"
 #: A Kata RuntimeClass without `scheduling.nodeSelector` (the role's ones have it), made by the first test.
 KATA_NO_SELECTOR = "kata-no-selector"
 
 
 def test_the_roles_install_mcos_objects_on_an_existing_volcano_idempotently(env: Env) -> None:
     existing_volcano(env.cluster)
+    prometheus_operator_crds(env.cluster)
     first = run_playbook(env, {})
     assert first["failures"] == 0
     assert first["changed"] > 0
@@ -64,6 +67,16 @@ def test_the_roles_install_mcos_objects_on_an_existing_volcano_idempotently(env:
     assert env.json("get", "runtimeclass", "kata-qemu")["handler"] == "kata-qemu"
     labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in env.json("get", "nodes")["items"]}
     assert "mco.many-core.io/kvm-ready" in labels["node-1"]
+    # the Prometheus Operator's objects, with the labels its Prometheus selects on; the alerts
+    # as in the plain rules file, their {{ $labels }} templates left for Prometheus
+    monitors = env.json("get", "servicemonitors", "-n", NS)["items"]
+    names = sorted(m["metadata"]["name"] for m in monitors)
+    assert names == ["mco-analyzer", "mco-collector", "mco-scheduler-extender"]
+    alerts = env.json("get", "prometheusrule", "-n", NS, "mco-alerts")
+    for obj in [*monitors, alerts]:
+        assert obj["metadata"]["labels"] == {"app.kubernetes.io/part-of": "mco", "release": "kube-prometheus-stack"}
+    assert alerts["spec"] == yaml.safe_load(PROMETHEUS_RULES.read_text())
+    assert "{{ $labels.instance }}" in json.dumps(alerts["spec"])
     # what the cluster's own agents would do next (there is no kubelet): kata-deploy's pod labels the
     # node it installed Kata on, and the kubelet projects the edited ConfigMap into vc-scheduler's file
     env.kubectl("label", "node", "node-3", f"{KATA_LABEL}=true")
@@ -329,6 +342,7 @@ def test_uninstall_removes_mcos_objects_and_only_its_volcano_lines(env: Env) -> 
         ("clusterrolebinding", "mco-scheduler-extender"),
     ]:
         assert env.kubectl("get", kind, name, "--ignore-not-found", "-o", "name") == "", f"{kind}/{name} is still there"
+    assert env.kubectl("get", "prometheusrules,servicemonitors", "-A", "-o", "name") == ""
     labels = env.json("get", "node", "node-1")["metadata"]["labels"]
     assert "mco.many-core.io/kvm-ready" not in labels
     # Volcano itself, and what MCO did not make, are untouched; a second run changes nothing

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
@@ -142,6 +144,23 @@ def _readings(draw: st.DrawFn) -> Reading:
     return Reading.absent(name, "procfs", draw(st.sampled_from(list(Absence))), "why", device=device, events=events)
 
 
+@pytest.fixture(scope="module")
+def frozen_proc(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A /proc whose ``self`` never changes: the process_* series render the same twice."""
+    root = tmp_path_factory.mktemp("proc")
+    (root / "stat").write_text("cpu  1 2 3 4\nbtime 1800000000\n")
+    (root / "self" / "fd").mkdir(parents=True)
+    for fd in ("0", "1", "2"):
+        (root / "self" / "fd" / fd).touch()
+    fields = ["1", "(mco)", "S", *["0"] * 8, "150", "50", *["0"] * 6, "12345", "1000000", "2500", *["0"] * 20]
+    (root / "self" / "stat").write_text(" ".join(fields) + "\n")
+    (root / "self" / "limits").write_text(
+        "Limit                     Soft Limit           Hard Limit           Units\n"
+        "Max open files            1024                 524288               files\n"
+    )
+    return root
+
+
 @settings(max_examples=150)
 @given(
     readings=st.lists(_readings(), max_size=25),
@@ -162,6 +181,8 @@ def _readings(draw: st.DrawFn) -> Reading:
     with_sample=st.booleans(),
 )
 def test_fast_exposition_is_byte_for_byte_prometheus_client(
+    frozen_proc: Path,
+    *,
     readings: list[Reading],
     backends: dict[str, str],
     statuses: list[StreamStatus],
@@ -169,15 +190,22 @@ def test_fast_exposition_is_byte_for_byte_prometheus_client(
     with_sample: bool,
 ) -> None:
     registry = CollectorRegistry()
-    metrics = CollectorMetrics(registry, streams=lambda: statuses)
+    metrics = CollectorMetrics(registry, streams=lambda: statuses, process_proc_root=str(frozen_proc))
     if with_sample:
         metrics.samples.update(NodeSample("n", 0.0, 1.0, tuple(readings), backends))
     for seconds in durations:
         metrics.sample_duration.observe(seconds)
         metrics.samples_taken.inc()
+    assert b"\nprocess_open_fds 3.0\n" in metrics.render_text(False)  # the frozen tree's
     for _ in range(2):  # the second time from the caches
         assert metrics.render_text(False) == generate_latest(registry)
         assert metrics.render_text(True) == openmetrics_latest(registry)  # type: ignore[no-untyped-call]
+
+
+def _without_process(body: bytes) -> bytes:
+    """An exposition without the process_* series (CPU time and descriptors move between two scrapes)."""
+    lines = body.splitlines(keepends=True)
+    return b"".join(line for line in lines if not re.match(rb"(# (HELP|TYPE) )?process_", line))
 
 
 def test_daemon_serves_the_fast_exposition_for_plain_and_openmetrics_scrapes(host_tree: Path) -> None:
@@ -210,6 +238,11 @@ def test_daemon_serves_the_fast_exposition_for_plain_and_openmetrics_scrapes(hos
         daemon.close()
         sampler.close()
     assert calls == [False, True]
-    assert bodies[""] == expected_plain  # nothing sampled since (30 s interval): the same numbers
-    assert bodies["application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"] == expected_om
+    # nothing sampled since (30 s interval): the same numbers, but for this process's own
+    assert _without_process(bodies[""]) == _without_process(expected_plain)
+    om = bodies["application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"]
+    assert _without_process(om) == _without_process(expected_om)
+    for body in (bodies[""], om):
+        assert b"\nprocess_resident_memory_bytes " in body
+        assert b'\nmco_build_info{component="collector",' in body
     assert b"mco_node_psi_io_some_avg10_raw" in bodies[""]

@@ -1,4 +1,4 @@
-"""Every command the user guide and the runbooks give is run by a test or a molecule step.
+"""Every command the user guide, the runbooks and the operations guide give is run by a test or a molecule step.
 
 The runners take the commands from the docs' text (tests.docs.doc_commands: ``select`` in
 pytest, ``python -m tests.docs.doc_commands list`` in molecule), by heading and a regular
@@ -18,7 +18,7 @@ import pytest
 from tests.docs.doc_commands import commands
 
 ROOT = Path(__file__).resolve().parents[2]
-GUIDE, RUNBOOKS = "docs/user-guide.md", "docs/runbooks.md"
+GUIDE, RUNBOOKS, OPERATIONS = "docs/user-guide.md", "docs/runbooks.md", "docs/operations.md"
 MOLECULE = "molecule/mco-cluster/verify.yml"
 RUN = "tests/run/test_make_run.py"
 
@@ -38,6 +38,7 @@ RUNNERS = (
     Runner(GUIDE, "Try it on one machine (standalone)", r"^make stop$", RUN),
     Runner(GUIDE, "Try it on one machine (standalone)", r"^supervisorctl ", RUN),
     Runner(GUIDE, "Try it on one machine (standalone)", r"^mco report$", RUN),
+    Runner(GUIDE, "Try it on one machine (standalone)", r"^mco --version$", RUN),
     Runner(GUIDE, "Install on a cluster", r"^make run$", RUN),
     Runner(RUNBOOKS, "Deploy", r"/opt/mco/venv/bin/mco report", RUN),
     Runner(RUNBOOKS, "Upgrade", r"^curl ", RUN),
@@ -50,6 +51,7 @@ RUNNERS = (
     Runner(RUNBOOKS, "Troubleshoot", r"^supervisorctl ", RUN),
     # `make collection`, as the user guide says, builds the tarball the collection tests install
     Runner(GUIDE, "Install on a cluster", r"^make collection$", "tests/contracts/test_collection.py"),
+    Runner(OPERATIONS, "Alerts", r"^promtool ", "tests/monitoring/test_alerts.py"),
     # booted nodes and the real API server (molecule mco-cluster)
     Runner(GUIDE, "What you get", r"^kubectl ", MOLECULE),
     Runner(GUIDE, "Try it on one machine (standalone)", r"^systemctl ", MOLECULE),
@@ -81,7 +83,7 @@ def _same(command: str) -> str:
 
 
 def _documented() -> list[tuple[str, str, str]]:
-    return [(doc, c.section, c.command) for doc in (GUIDE, RUNBOOKS) for c in commands(ROOT / doc)]
+    return [(doc, c.section, c.command) for doc in (GUIDE, RUNBOOKS, OPERATIONS) for c in commands(ROOT / doc)]
 
 
 @pytest.mark.parametrize(("doc", "section", "command"), _documented(), ids=lambda v: str(v)[:60])

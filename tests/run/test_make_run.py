@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
+import mco_py
 from tests.docs.doc_commands import select
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +37,7 @@ pytestmark = [
 def sh(command: str, cwd: Path = ROOT, timeout: float = 600) -> str:
     """Run one documented command as an operator's shell would; fail with its output."""
     env = dict(os.environ, PATH=f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}", ANSIBLE_NOCOLOR="1")
+    env.pop("KUBECONFIG", None)  # a standalone host: `mco report` reads its file, not a cluster
     out = subprocess.run(
         ["bash", "-o", "pipefail", "-c", command],
         cwd=cwd,
@@ -94,12 +98,32 @@ def test_mco_report_on_the_host_in_every_form(deployed: None) -> None:
     assert os.uname().nodename in sh(guide)
 
 
+def test_mco_version_names_the_deployed_version(deployed: None) -> None:
+    (version,) = select(GUIDE, "Try it on one machine (standalone)", r"^mco --version$")
+    # the same MCO version (the checkout's venv and the host's may run different Python builds)
+    deployed_version = sh("/opt/mco/venv/bin/mco version")
+    assert sh(version).split(" (")[0] == deployed_version.split(" (")[0] == f"mco {mco_py.__version__}"
+
+
 def test_the_health_and_metrics_checks_answer(deployed: None) -> None:
     ready, metrics = select(RUNBOOKS, "Upgrade", r"^curl ", HERE)
     assert sh(ready).strip()
     assert "mco_node_interference_level{" in sh(metrics)
     (stream,) = select(RUNBOOKS, "Troubleshoot", r"^curl ", HERE)
     assert "mco_collector_stream" in sh(stream)
+
+
+def test_every_metric_the_alerts_use_is_exported(deployed: None) -> None:
+    """The alerting rules (roles/mco_crds/files/prometheus-rules.yaml) watch series a running MCO has."""
+    exported: set[str] = set()
+    for port in (9877, 9878, 9879):  # collector, analyzer, extender
+        text = sh(f"curl -sf http://127.0.0.1:{port}/metrics")
+        exported |= {line.split("{")[0].split()[0] for line in text.splitlines() if line and not line.startswith("#")}
+    rules = yaml.safe_load((ROOT / "roles" / "mco_crds" / "files" / "prometheus-rules.yaml").read_text())
+    exprs = [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
+    used = {name for expr in exprs for name in re.findall(r"\bmco_\w+", expr)}
+    assert used, "the alerts watch MCO's metrics"
+    assert used <= exported, f"not exported by a running MCO: {sorted(used - exported)}"
 
 
 def test_the_collector_shows_each_signal_once(deployed: None) -> None:
