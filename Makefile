@@ -4,11 +4,12 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup test proto run stop report clean collection
+.PHONY: help setup test proto run stop report diagnostics clean collection
 
 help:
 	@echo "make run    - set up, deploy MCO to this host (standalone) and show the report"
 	@echo "make stop   - stop the standalone deployment"
+	@echo "make diagnostics - check MCO on this host (mco doctor): a verdict and a next step per check"
 	@echo "make test   - set up, then run every test tier (TIERS='ruff pytest' to pick)"
 	@echo "make setup  - create .venv, install pinned packages and Ansible collections"
 	@echo "make proto  - regenerate the gRPC stubs from proto/"
@@ -41,6 +42,10 @@ run: setup
 
 report:
 	@/opt/mco/venv/bin/mco report --file /var/lib/mco/report.json
+
+# What the runbooks check by hand, on this host (exit code: 0 ok, 1 warn, 2 fail).
+diagnostics:
+	@/opt/mco/venv/bin/mco doctor
 
 stop: setup
 	@$(ANSIBLE_PLAYBOOK) -i inventory/local.yml playbooks/mco.yml -e $(MCO_OFF)

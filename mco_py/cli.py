@@ -23,11 +23,13 @@ if TYPE_CHECKING:
     from mco_py.model import Report
     from mco_py.store.base import ReportStore
 
-#: name -> (module, help). Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+#: name -> (module, help), imported only when used. Each module provides ``add_arguments(parser)``
+#: and ``run(args) -> int``.
 SERVICE_COMMANDS: dict[str, tuple[str, str]] = {
     "collector": ("mco_py.collector.main", "sample host signals, export /metrics, stream to the analyzers"),
     "analyzer": ("mco_py.analyzer.main", "score collector samples and write the interference report"),
     "extender": ("mco_py.extender.main", "scheduler extender (mco-plugin) for Volcano and kube-scheduler"),
+    "doctor": ("mco_py.doctor.main", "check MCO on this host: a verdict and a next step per check"),
 }
 
 

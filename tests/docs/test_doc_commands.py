@@ -49,6 +49,8 @@ RUNNERS = (
     Runner(RUNBOOKS, "Troubleshoot", r"^mco rules validate", RUN),
     Runner(RUNBOOKS, "Troubleshoot", r"^mco rules migrate", RUN),
     Runner(RUNBOOKS, "Troubleshoot", r"^supervisorctl ", RUN),
+    Runner(RUNBOOKS, "Troubleshoot", r"^mco doctor", RUN),
+    Runner(RUNBOOKS, "Troubleshoot", r"^make diagnostics$", RUN),
     # `make collection`, as the user guide says, builds the tarball the collection tests install
     Runner(GUIDE, "Install on a cluster", r"^make collection$", "tests/contracts/test_collection.py"),
     Runner(OPERATIONS, "Alerts", r"^promtool ", "tests/monitoring/test_alerts.py"),

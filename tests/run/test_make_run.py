@@ -105,6 +105,20 @@ def test_mco_version_names_the_deployed_version(deployed: None) -> None:
     assert sh(version).split(" (")[0] == deployed_version.split(" (")[0] == f"mco {mco_py.__version__}"
 
 
+def test_mco_doctor_passes_on_the_make_run_host(deployed: None, tmp_path: Path) -> None:
+    doctor, as_json, bundle = select(RUNBOOKS, "Troubleshoot", r"^mco doctor")
+    (diagnostics,) = select(RUNBOOKS, "Troubleshoot", r"^make diagnostics$")
+    table = sh(doctor)  # exit 0: every check ok
+    assert table.splitlines()[-1].startswith("verdict: ok"), table
+    assert sh(diagnostics).splitlines()[-1].startswith("verdict: ok")  # the deployed mco, the same checks
+    document = json.loads(sh(as_json))
+    assert document["verdict"] == "ok"
+    names = {check["name"] for check in document["checks"]}
+    assert {"collector stream", "analyzer leader", "analyzer rules", "extender mode"} <= names
+    sh(bundle.replace("/tmp/", f"{tmp_path}/"))
+    assert (tmp_path / "mco-doctor.tar.gz").stat().st_size > 0
+
+
 def test_the_health_and_metrics_checks_answer(deployed: None) -> None:
     ready, metrics = select(RUNBOOKS, "Upgrade", r"^curl ", HERE)
     assert sh(ready).strip()

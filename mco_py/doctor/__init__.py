@@ -1,0 +1,1 @@
+"""``mco doctor``: checks of a running MCO, pure judgement (checks) over a probe of the host."""

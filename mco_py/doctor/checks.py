@@ -1,0 +1,244 @@
+"""What ``mco doctor`` concludes from what it saw on a host: pure functions, no I/O.
+
+The probe (:mod:`mco_py.doctor.probe`) gathers a :class:`PartView` per MCO part installed on
+the host (its configuration, process, port owner and ``/metrics`` text); :func:`judge` turns
+them into :class:`Check` results, each with a verdict and, when not ok, the next step.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+class Verdict(enum.IntEnum):
+    """Ordered: the worst verdict of a run is its exit code."""
+
+    OK = 0
+    WARN = 1
+    FAIL = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One finding: ``name`` (``collector stream``), verdict, what was seen, what to do."""
+
+    name: str
+    verdict: Verdict
+    detail: str
+    next_step: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PartView:
+    """What the probe saw of one part (collector, analyzer or extender) on this host."""
+
+    part: str
+    port: int
+    process: str = ""
+    """``pid N (command line)`` of the part's process; empty when none runs."""
+    port_owner: str = ""
+    """``pid N (name)`` listening on ``port``; empty when nobody listens."""
+    port_is_own: bool = False
+    """The listener is the part's own process."""
+    metrics: str | None = None
+    """``/metrics`` text; None when it did not answer."""
+    metrics_error: str = ""
+    ready: tuple[int, str] | None = None
+    """Extender: (HTTP status, body) of ``/readyz``; None when it did not answer."""
+    settings: Mapping[str, object] = field(default_factory=dict)
+    """Settings from its configuration file (the extender's ``crStatusTTLSeconds``)."""
+
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+#: How a part runs, for the next steps (systemd unit or MCO's supervisord program).
+SERVICE_HINT = (
+    "`systemctl status mco-{part}` and `journalctl -u mco-{part}` (without systemd: "
+    "`supervisorctl -c /etc/mco/supervisord.conf status` and /var/log/mco/mco-{part}.log)"
+)
+
+
+def parse_metrics(text: str) -> Samples:
+    """Sample name -> [(labels, value)] of a Prometheus text exposition."""
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return samples
+
+
+def _one(samples: Samples, name: str, default: float | None = None) -> float | None:
+    rows = samples.get(name, [])
+    return rows[0][1] if rows else default
+
+
+def judge(views: list[PartView]) -> list[Check]:
+    """Every check for the parts seen, in a stable order (parts, then their checks)."""
+    if not views:
+        return [
+            Check(
+                "installed parts",
+                Verdict.FAIL,
+                "no MCO configuration found (/etc/mco/collector.yaml, analyzer.yaml or extender.yaml)",
+                "deploy MCO (`make run`, or `ansible-playbook ... playbooks/site.yml`), or pass --config-dir",
+            )
+        ]
+    out: list[Check] = []
+    for view in views:
+        out += list(_process_checks(view))
+        if view.metrics is None:
+            continue
+        samples = parse_metrics(view.metrics)
+        if view.part == "collector":
+            out += list(_collector_checks(samples))
+        elif view.part == "analyzer":
+            out += list(_analyzer_checks(samples))
+        elif view.part == "extender":
+            out += list(_extender_checks(view, samples))
+    return out
+
+
+def _process_checks(view: PartView) -> Iterator[Check]:
+    part, hint = view.part, SERVICE_HINT.format(part=view.part)
+    if view.process:
+        yield Check(f"{part} process", Verdict.OK, view.process)
+    else:
+        yield Check(f"{part} process", Verdict.FAIL, f"no mco {part} process runs", f"start it; see {hint}")
+    # without its process, the port and /metrics fail as a consequence: one next step is enough
+    then = f"follows from `{part} process` above" if not view.process else f"see {hint}"
+    if view.port_is_own:
+        yield Check(f"{part} port", Verdict.OK, f"{view.port}/tcp held by it")
+    elif view.port_owner:
+        yield Check(
+            f"{part} port",
+            Verdict.FAIL,
+            f"{view.port}/tcp is held by {view.port_owner}, not by mco {part}",
+            f"stop that program or move mco {part} to a free port (docs/configuration.md)",
+        )
+    else:
+        yield Check(f"{part} port", Verdict.FAIL, f"nothing listens on {view.port}/tcp", then)
+    if view.metrics is None:
+        error = view.metrics_error or "no answer"
+        yield Check(f"{part} metrics", Verdict.FAIL, f"/metrics on port {view.port} does not answer: {error}", then)
+    else:
+        yield Check(f"{part} metrics", Verdict.OK, f"/metrics answers on port {view.port}")
+
+
+def _collector_checks(samples: Samples) -> Iterator[Check]:
+    backends = sorted(f"{lb['signal']}={lb['backend']}" for lb, _ in samples.get("mco_collector_backend_info", []))
+    absent = sorted((lb["signal"], lb["kind"]) for lb, v in samples.get("mco_collector_signal_absent", []) if v)
+    lost = [f"{signal} ({kind})" for signal, kind in absent if kind in ("permission", "read_error")]
+    missing = [f"{signal} ({kind})" for signal, kind in absent if kind not in ("permission", "read_error")]
+    detail = "backends " + (", ".join(backends) or "none yet")
+    if missing:
+        detail += "; not measured here: " + ", ".join(missing)
+    if lost:
+        yield Check(
+            "collector signals",
+            Verdict.WARN,
+            detail + "; cannot read: " + ", ".join(lost),
+            "`mco collector --once -o json` on this host names each signal's backend and the reason",
+        )
+    else:
+        yield Check("collector signals", Verdict.OK, detail)
+    streams = samples.get("mco_collector_stream_connected", [])
+    down = sorted(lb["analyzer"] for lb, v in streams if not v)
+    if not streams:
+        yield Check("collector stream", Verdict.OK, "not streaming (exporter only: no analyzers configured)")
+    elif down:
+        yield Check(
+            "collector stream",
+            Verdict.FAIL,
+            "not connected to " + ", ".join(down),
+            "is the analyzer up at that address and port? The collector's log says why "
+            "(TLS: the address it dials must be in the analyzer's certificate)",
+        )
+    else:
+        connected = ", ".join(sorted(lb["analyzer"] for lb, _ in streams))
+        yield Check("collector stream", Verdict.OK, "connected to " + connected)
+
+
+def _analyzer_checks(samples: Samples) -> Iterator[Check]:
+    leader = _one(samples, "mco_analyzer_leader", 0.0)
+    if leader:
+        yield Check("analyzer leader", Verdict.OK, "this analyzer holds the Lease and writes the report")
+    else:
+        yield Check(
+            "analyzer leader",
+            Verdict.WARN,
+            "this analyzer stands by: it does not hold the Lease",
+            "fine when another replica leads (`kubectl -n mco-system get lease mco-analyzer`); "
+            "otherwise its log says why it cannot take the Lease",
+        )
+    collectors = int(_one(samples, "mco_analyzer_connected_collectors", 0.0) or 0)
+    if collectors:
+        yield Check("analyzer collectors", Verdict.OK, f"{collectors} collector(s) streaming")
+    else:
+        yield Check(
+            "analyzer collectors",
+            Verdict.WARN,
+            "no collector streams to it",
+            "run `mco doctor` on a node: its `collector stream` check says why",
+        )
+    info = samples.get("mco_analyzer_rules_info", [])
+    version = info[0][0].get("version", "?") if info else "?"
+    rejected = sum(v for lb, v in samples.get("mco_analyzer_rules_reload_total", []) if lb.get("result") == "invalid")
+    if rejected:
+        yield Check(
+            "analyzer rules",
+            Verdict.WARN,
+            f"rules version {version} in force; {int(rejected)} reload(s) rejected an invalid document",
+            "`mco rules validate` the document; the analyzer's log names each problem",
+        )
+    else:
+        yield Check("analyzer rules", Verdict.OK, f"rules version {version} in force")
+    errors = _one(samples, "mco_analyzer_report_write_errors_total", 0.0) or 0.0
+    writes = _one(samples, "mco_analyzer_report_writes_total", 0.0) or 0.0
+    if errors:
+        yield Check(
+            "analyzer report",
+            Verdict.WARN,
+            f"{int(errors)} report write(s) failed, {int(writes)} succeeded",
+            "the analyzer's log says why (file permissions, or RBAC and the API server in a cluster)",
+        )
+    else:
+        yield Check("analyzer report", Verdict.OK, f"{int(writes)} report(s) written")
+
+
+def _extender_checks(view: PartView, samples: Samples) -> Iterator[Check]:
+    if view.ready is None:
+        yield Check("extender ready", Verdict.FAIL, "/readyz does not answer", SERVICE_HINT.format(part="extender"))
+    elif view.ready[0] == 200:
+        yield Check("extender ready", Verdict.OK, "/readyz answers 200")
+    else:
+        yield Check("extender ready", Verdict.FAIL, f"/readyz answers {view.ready[0]}: {view.ready[1][:200]}")
+    ttl = view.settings.get("crStatusTTLSeconds")
+    age = _one(samples, "mco_extender_report_age_seconds")
+    age_text = "no report" if age is None or math.isnan(age) else f"report age {age:.0f} s"
+    ttl_text = f" (TTL {ttl} s)" if ttl is not None else ""
+    reasons = [lb["reason"] for lb, v in samples.get("mco_extender_fallback", []) if v and lb["reason"] != "none"]
+    if not _one(samples, "mco_extender_basic_mode", 0.0):
+        yield Check("extender mode", Verdict.OK, f"report mode: scores nodes by the report; {age_text}{ttl_text}")
+        return
+    why = reasons[0] if reasons else "unknown"
+    steps = {
+        "stale": "the report is older than its TTL: is the analyzer running and leading? "
+        "(runbooks: Degrade / fallback)",
+        "missing": "no report yet: is the analyzer running? Standalone: both must use the same report file",
+        "unreadable": "the report cannot be read or decoded: the extender's log says why",
+        "future": "the report is dated in the future: check the clocks of the analyzer's and this host (NTP)",
+    }
+    yield Check(
+        "extender mode",
+        Verdict.FAIL,
+        f"basic mode ({why}): every node passes and scores the same; {age_text}{ttl_text}",
+        steps.get(why, "the extender's log says why"),
+    )

@@ -1,0 +1,155 @@
+"""``mco doctor``: check MCO on this host, print a verdict and a next step per check.
+
+Exit code: the worst verdict (0 ok, 1 warn, 2 fail). ``--bundle FILE`` also writes a tarball
+for a bug report: this run's checks, the parts' configuration files (secrets redacted),
+/metrics snapshots and the tail of each log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from mco_py.doctor.checks import Check, Verdict, judge
+from mco_py.doctor.probe import PARTS, probe_host
+
+DEFAULT_CONFIG_DIR = Path("/etc/mco")
+DEFAULT_LOG_DIR = Path("/var/log/mco")
+#: Bytes of each log file's end put in a bundle.
+LOG_TAIL_BYTES = 1024 * 1024
+#: ``key: value`` lines whose key names a secret (``token``, ``password``, ``secret``).
+_SECRET_LINE = re.compile(r"(?mi)^(\s*[\w.-]*(?:token|password|secret)[\w.-]*\s*:[ \t]*)(\S.*)$")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--config-dir", type=Path, default=DEFAULT_CONFIG_DIR, help="where the parts' YAML files are (/etc/mco)"
+    )
+    parser.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for each local endpoint")
+    parser.add_argument("--bundle", type=Path, help="also write a .tar.gz for a bug report (secrets redacted)")
+    parser.add_argument("--log-dir", type=Path, default=DEFAULT_LOG_DIR, help="logs put in the bundle (/var/log/mco)")
+
+
+def run(args: argparse.Namespace) -> int:
+    progress = _progress if sys.stderr.isatty() else _quiet
+    views, problems = probe_host(args.config_dir, timeout=args.timeout, progress=progress)
+    checks = [
+        Check(
+            "configuration",
+            Verdict.FAIL,
+            problem,
+            "fix the file (docs/configuration.md) and rerun the playbook",
+        )
+        for problem in problems
+    ]
+    checks += judge(views) if views or not problems else []
+    worst = max((c.verdict for c in checks), default=Verdict.OK)
+    if args.output == "json":
+        sys.stdout.write(json.dumps(_document(checks, worst), indent=2) + "\n")
+    else:
+        sys.stdout.write(render_table(checks, worst))
+    if args.bundle is not None:
+        progress("writing the bundle")
+        try:
+            write_bundle(args.bundle, _document(checks, worst), {v.part: v.metrics for v in views}, args)
+        except OSError as exc:
+            print(f"cannot write the bundle {args.bundle}: {exc}", file=sys.stderr)
+            return max(int(worst), 1)
+        print(f"bundle written to {args.bundle} (secrets redacted; check it before you share it)", file=sys.stderr)
+    return int(worst)
+
+
+def _progress(message: str) -> None:
+    print(f"mco doctor: {message} ...", file=sys.stderr, flush=True)
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def _document(checks: list[Check], worst: Verdict) -> dict[str, object]:
+    return {
+        "verdict": str(worst),
+        "checks": [
+            {"name": c.name, "verdict": str(c.verdict), "detail": c.detail, "nextStep": c.next_step} for c in checks
+        ],
+    }
+
+
+def render_table(checks: list[Check], worst: Verdict) -> str:
+    """CHECK, VERDICT and DETAIL columns; each check not ok is followed by its next step."""
+    rows = [("CHECK", "VERDICT", "DETAIL"), *((c.name, str(c.verdict), c.detail) for c in checks)]
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    lines = []
+    for row, check in zip(rows, [None, *checks], strict=True):
+        lines.append(f"{row[0].ljust(widths[0])}  {row[1].ljust(widths[1])}  {row[2]}".rstrip())
+        if check is not None and check.verdict is not Verdict.OK and check.next_step:
+            lines.append(f"{''.ljust(widths[0])}  {''.ljust(widths[1])}  -> {check.next_step}")
+    counts = {v: sum(c.verdict is v for c in checks) for v in Verdict}
+    lines.append(
+        f"verdict: {worst} ({counts[Verdict.OK]} ok, {counts[Verdict.WARN]} warn, {counts[Verdict.FAIL]} fail)"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def redact(text: str) -> str:
+    """A YAML configuration with the values of secret keys replaced (``token_file`` paths stay)."""
+
+    def hide(match: re.Match[str]) -> str:
+        key = match.group(1).strip().rstrip(":").strip().lower()
+        return match.group(0) if key.endswith("file") else match.group(1) + '"<redacted>"'
+
+    return _SECRET_LINE.sub(hide, text)
+
+
+def write_bundle(
+    path: Path, document: dict[str, object], metrics: dict[str, str | None], args: argparse.Namespace
+) -> None:
+    """The tarball: doctor.json, config/ (redacted), metrics/, logs/ (each log's last MiB)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    root = f"mco-doctor-{stamp}"
+    with tarfile.open(path, "w:gz") as tar:
+        _add(tar, f"{root}/doctor.json", json.dumps(document, indent=2).encode())
+        for file_name in [*(spec[0] for spec in PARTS.values()), "supervisord.conf"]:
+            source = args.config_dir / file_name
+            if source.is_file():
+                _add(tar, f"{root}/config/{file_name}", redact(source.read_text("utf-8", "replace")).encode())
+        for part, text in metrics.items():
+            if text is not None:
+                _add(tar, f"{root}/metrics/{part}.txt", text.encode())
+        for log in sorted(args.log_dir.glob("*.log")) if args.log_dir.is_dir() else []:
+            _add(tar, f"{root}/logs/{log.name}", _tail(log))
+        if shutil.which("journalctl") and Path("/run/systemd/system").is_dir():
+            for part in PARTS:
+                unit = "mco-extender" if part == "extender" else f"mco-{part}"
+                out = subprocess.run(
+                    ["journalctl", "-u", unit, "-n", "2000", "--no-pager"],
+                    capture_output=True,
+                    timeout=30,
+                    check=False,
+                )
+                _add(tar, f"{root}/logs/{unit}.journal.txt", out.stdout[-LOG_TAIL_BYTES:])
+
+
+def _tail(path: Path) -> bytes:
+    with path.open("rb") as log:
+        log.seek(0, io.SEEK_END)
+        log.seek(max(0, log.tell() - LOG_TAIL_BYTES))
+        return log.read()
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = int(time.time())
+    info.mode = 0o600
+    tar.addfile(info, io.BytesIO(data))

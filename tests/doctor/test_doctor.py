@@ -1,0 +1,222 @@
+"""`mco doctor` on a host running the three parts (real processes from their configuration
+files, loopback ports), then with each part broken: it must name that exact cause."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mco_py.analysis.rules import default_rules_text
+from mco_py.doctor.checks import PartView, Verdict, judge
+from mco_py.doctor.main import redact
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST_TREE = ROOT / "tests" / "collector" / "fixtures" / "host"
+MCO = [sys.executable, "-m", "mco_py.cli"]
+PARTS = ("collector", "analyzer", "extender")
+Checks = dict[str, dict[str, str]]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Host:
+    etc: Path
+    rules: Path
+    ports: dict[str, int]
+    procs: dict[str, subprocess.Popen[bytes]]
+
+    def start(self, part: str) -> None:
+        with (self.etc / f"{part}.log").open("ab") as log:  # the child keeps its own descriptor
+            self.procs[part] = subprocess.Popen(
+                [*MCO, part, "--config", str(self.etc / f"{part}.yaml")], stdout=subprocess.DEVNULL, stderr=log
+            )
+
+    def stop(self, part: str) -> None:
+        proc = self.procs.pop(part)
+        proc.terminate()
+        proc.wait(timeout=20)
+
+    def doctor(self, *args: str) -> tuple[int, dict[str, Any]]:
+        out = subprocess.run(
+            [*MCO, "doctor", "--config-dir", str(self.etc), "--log-dir", str(self.etc), "-o", "json", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        return out.returncode, json.loads(out.stdout)
+
+    def until(self, cond: Callable[[Checks], bool], what: str, timeout: float = 30) -> dict[str, Any]:
+        """Run doctor until ``cond`` holds on its checks by name; the last document."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rc, doc = self.doctor()
+            checks = {c["name"]: c for c in doc["checks"]}
+            with contextlib.suppress(KeyError):  # a check not there yet (a part still starting)
+                if cond(checks):
+                    return {"rc": rc, **doc, "by_name": checks}
+            assert time.monotonic() < deadline, f"doctor never saw {what}: {json.dumps(doc, indent=1)}"
+            time.sleep(0.3)
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[Host]:
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    shutil.copytree(HOST_TREE, tmp_path / "node")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(default_rules_text())
+    ports = {name: free_port() for name in ("grpc", "collector", "analyzer", "extender")}
+    report = tmp_path / "report.json"
+    configs = {
+        "analyzer": {
+            "mode": "standalone",
+            "identity": "doctor-test",
+            "listen": f"127.0.0.1:{ports['grpc']}",
+            "metrics_host": "127.0.0.1",
+            "metrics_port": ports["analyzer"],
+            "report_interval": 0.3,
+            "report_min_interval": 0.1,
+            "report_file": str(report),
+            "rules_file": str(rules),
+            "rules_interval": 0.3,
+        },
+        "collector": {
+            "node_name": "node-1",
+            "interval_s": 0.3,
+            "metrics_host": "127.0.0.1",
+            "metrics_port": ports["collector"],
+            "bio_backend": "diskstats",
+            "llc": "off",
+            "proc_root": str(tmp_path / "node" / "proc"),
+            "sys_root": str(tmp_path / "node" / "sys"),
+            "stream": True,
+            "analyzers": [f"127.0.0.1:{ports['grpc']}"],
+        },
+        "extender": {
+            "mode": "standalone",
+            "listen": f"127.0.0.1:{ports['extender']}",
+            "reportFile": str(report),
+            "crStatusTTLSeconds": 2,
+        },
+    }
+    for part, config in configs.items():
+        (etc / f"{part}.yaml").write_text(yaml.safe_dump(config))
+    state = Host(etc, rules, ports, {})
+    try:
+        for part in ("analyzer", "collector", "extender"):
+            state.start(part)
+        yield state
+    finally:
+        for proc in state.procs.values():
+            proc.kill()
+            proc.wait(timeout=20)
+
+
+def test_a_healthy_host_passes_then_each_broken_part_is_named(host: Host) -> None:
+    healthy = host.until(lambda c: all(x["verdict"] == "ok" for x in c.values()), "every check ok")
+    assert healthy["rc"] == 0
+    assert set(healthy["by_name"]) == {
+        *(f"{part} {what}" for part in PARTS for what in ("process", "port", "metrics")),
+        "collector signals",
+        "collector stream",
+        "analyzer leader",
+        "analyzer collectors",
+        "analyzer rules",
+        "analyzer report",
+        "extender ready",
+        "extender mode",
+    }
+    assert "report mode" in healthy["by_name"]["extender mode"]["detail"]
+    assert "llcMissRate (disabled)" in healthy["by_name"]["collector signals"]["detail"]
+
+    # corrupt rules: the analyzer keeps its rules and says so; doctor warns
+    host.rules.write_text("version: [broken\n")
+    rules = host.until(lambda c: c["analyzer rules"]["verdict"] == "warn", "the rejected rules")
+    assert rules["rc"] == 1
+    assert "reload(s) rejected an invalid document" in rules["by_name"]["analyzer rules"]["detail"]
+    assert "mco rules validate" in rules["by_name"]["analyzer rules"]["nextStep"]
+
+    # the analyzer stops: its process and port are gone, the collector loses its stream and
+    # the extender falls back once the report is older than its TTL (2 s)
+    host.stop("analyzer")
+    down = host.until(lambda c: c["extender mode"]["verdict"] == "fail", "the stale report", timeout=40)
+    assert down["rc"] == 2
+    by_name = down["by_name"]
+    assert by_name["analyzer process"]["verdict"] == "fail"
+    assert by_name["analyzer metrics"]["verdict"] == "fail"
+    assert by_name["collector stream"]["verdict"] == "fail"
+    assert f"127.0.0.1:{host.ports['grpc']}" in by_name["collector stream"]["detail"]
+    assert "basic mode (stale)" in by_name["extender mode"]["detail"]
+    assert "is the analyzer running" in by_name["extender mode"]["nextStep"]
+
+    # another program takes the analyzer's port
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # its connections may be in TIME_WAIT
+        squatter.bind(("127.0.0.1", host.ports["analyzer"]))
+        squatter.listen()
+        blocked = host.until(lambda c: "not by mco analyzer" in c["analyzer port"]["detail"], "the squatter")
+    assert blocked["by_name"]["analyzer port"]["verdict"] == "fail"
+    assert "pid " in blocked["by_name"]["analyzer port"]["detail"]
+
+
+def test_the_bundle_holds_the_checks_configs_metrics_and_logs(host: Host, tmp_path: Path) -> None:
+    host.until(lambda c: c["collector stream"]["verdict"] == "ok", "the collector streaming")
+    bundle = tmp_path / "bundle.tar.gz"
+    rc, doc = host.doctor("--bundle", str(bundle))
+    assert rc in (0, 1), doc
+    with tarfile.open(bundle) as tar:
+        names = {Path(*Path(name).parts[1:]).as_posix() for name in tar.getnames()}
+        member = next(m for m in tar.getmembers() if m.name.endswith("doctor.json"))
+        extracted = tar.extractfile(member)
+        assert extracted is not None
+        assert json.loads(extracted.read())["checks"] == doc["checks"]
+    assert {"doctor.json", "config/collector.yaml", "config/analyzer.yaml", "config/extender.yaml"} <= names
+    assert {"metrics/collector.txt", "metrics/analyzer.txt", "metrics/extender.txt"} <= names
+    assert {"logs/collector.log", "logs/analyzer.log", "logs/extender.log"} <= names
+
+
+def test_secrets_are_redacted_from_configs() -> None:
+    text = "token: abc123\ntoken_file: /etc/mco/token\n  apiPassword: 'x y'\nsecret:\nlisten: ':9879'\n"
+    assert redact(text) == (
+        'token: "<redacted>"\ntoken_file: /etc/mco/token\n  apiPassword: "<redacted>"\nsecret:\nlisten: \':9879\'\n'
+    )
+
+
+def test_no_configuration_and_an_unreadable_metrics_endpoint() -> None:
+    (nothing,) = judge([])
+    assert nothing.verdict is Verdict.FAIL
+    assert "make run" in nothing.next_step
+    checks = {c.name: c for c in judge([PartView("collector", 9877, metrics_error="connection refused")])}
+    assert checks["collector process"].verdict is Verdict.FAIL
+    assert "systemctl status mco-collector" in checks["collector process"].next_step
+    assert checks["collector port"].detail == "nothing listens on 9877/tcp"
+    assert "connection refused" in checks["collector metrics"].detail
+    assert "collector stream" not in checks  # nothing to judge without its metrics
+
+
+def test_a_missing_config_dir_fails_with_what_to_do(tmp_path: Path) -> None:
+    command = [*MCO, "doctor", "--config-dir", str(tmp_path / "none")]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2
+    assert "no MCO configuration found" in out.stdout
+    assert out.stdout.splitlines()[-1] == "verdict: fail (0 ok, 0 warn, 1 fail)"
