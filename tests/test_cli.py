@@ -150,9 +150,8 @@ def test_report_missing_and_garbage(tmp_path: Path) -> None:
     assert "not valid JSON" in garbage.stderr
 
 
-def test_report_from_the_cluster(kube_api: object, kubeconfig: Path) -> None:
-    import json
-
+def _report_in_the_cluster(kubeconfig: Path) -> None:
+    """The NodeInterferenceReport CRD and a report with node w1 at High, in the API server of ``kubeconfig``."""
     from kubernetes import client, utils
 
     from mco_py.kube.client import load_api_client
@@ -172,6 +171,12 @@ def test_report_from_the_cluster(kube_api: object, kubeconfig: Path) -> None:
             nodes=(NodeAssessment(name="w1", level=Level.HIGH, score=90.0),),
         )
     )
+
+
+def test_report_from_the_cluster(kube_api: object, kubeconfig: Path) -> None:
+    import json
+
+    _report_in_the_cluster(kubeconfig)
     out = run("report", "--kubeconfig", str(kubeconfig), "-o", "json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["nodes"][0]["level"] == "High"
@@ -226,24 +231,7 @@ def test_report_watch_prints_each_change_and_says_a_read_error_once(tmp_path: Pa
 def test_report_reads_the_cluster_of_kubeconfig_env_unless_a_file_is_given(kube_api: object, kubeconfig: Path) -> None:
     import json
 
-    from kubernetes import utils
-
-    from mco_py.kube.client import load_api_client
-    from mco_py.model import Level, NodeAssessment, Report
-    from mco_py.store.kube import KubeReportStore
-
-    api = load_api_client(kubeconfig)
-    utils.create_from_yaml(
-        api, str(Path(__file__).resolve().parents[1] / "mco_py/data/crds/nodeinterferencereports.yaml")
-    )
-    KubeReportStore(api).write(
-        Report(
-            last_update_time=1_800_000_000.0,
-            analyzer_identity="ctl",
-            rules_version="r9",
-            nodes=(NodeAssessment(name="w1", level=Level.HIGH, score=90.0),),
-        )
-    )
+    _report_in_the_cluster(kubeconfig)
     # $KUBECONFIG wins over in-cluster config, as with kubectl
     env = {"KUBECONFIG": str(kubeconfig), "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
     out = run("report", "-o", "json", env=env)

@@ -22,19 +22,13 @@ import yaml
 from mco_py.analysis.rules import default_rules_text
 from mco_py.doctor.checks import PartView, Verdict, judge
 from mco_py.doctor.main import redact
+from tests.cluster.cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_TREE = ROOT / "tests" / "collector" / "fixtures" / "host"
 MCO = [sys.executable, "-m", "mco_py.cli"]
 PARTS = ("collector", "analyzer", "extender")
 Checks = dict[str, dict[str, str]]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
