@@ -37,6 +37,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 KATA_LABEL = "katacontainers.io/kata-runtime"
 PROMETHEUS_RULES = Path(__file__).resolve().parents[2] / "roles" / "mco_crds" / "files" / "prometheus-rules.yaml"
+GRAFANA_DASHBOARD = PROMETHEUS_RULES.with_name("grafana-dashboard.json")
 #: A Kata RuntimeClass without `scheduling.nodeSelector` (the role's ones have it), made by the first test.
 KATA_NO_SELECTOR = "kata-no-selector"
 
@@ -77,6 +78,10 @@ def test_the_roles_install_mcos_objects_on_an_existing_volcano_idempotently(env:
         assert obj["metadata"]["labels"] == {"app.kubernetes.io/part-of": "mco", "release": "kube-prometheus-stack"}
     assert alerts["spec"] == yaml.safe_load(PROMETHEUS_RULES.read_text())
     assert "{{ $labels.instance }}" in json.dumps(alerts["spec"])
+    # the Grafana dashboard, byte for byte, for Grafana's sidecar (its {{ legend }} templates kept)
+    dashboard = env.json("get", "configmap", "-n", NS, "mco-grafana-dashboard")
+    assert dashboard["metadata"]["labels"] == {"app.kubernetes.io/part-of": "mco", "grafana_dashboard": "1"}
+    assert dashboard["data"] == {"mco-interference.json": GRAFANA_DASHBOARD.read_text()}
     # what the cluster's own agents would do next (there is no kubelet): kata-deploy's pod labels the
     # node it installed Kata on, and the kubelet projects the edited ConfigMap into vc-scheduler's file
     env.kubectl("label", "node", "node-3", f"{KATA_LABEL}=true")

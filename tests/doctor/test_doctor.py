@@ -5,49 +5,25 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import socket
 import subprocess
-import sys
 import tarfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from mco_py.analysis.rules import default_rules_text
 from mco_py.doctor.checks import PartView, Verdict, judge
 from mco_py.doctor.main import redact
-from tests.cluster.cluster import free_port
+from tests.mco_host import MCO, PARTS, Host, running_host
 
-ROOT = Path(__file__).resolve().parents[2]
-HOST_TREE = ROOT / "tests" / "collector" / "fixtures" / "host"
-MCO = [sys.executable, "-m", "mco_py.cli"]
-PARTS = ("collector", "analyzer", "extender")
 Checks = dict[str, dict[str, str]]
 
 
-@dataclass
-class Host:
-    etc: Path
-    rules: Path
-    ports: dict[str, int]
-    procs: dict[str, subprocess.Popen[bytes]]
-
-    def start(self, part: str) -> None:
-        with (self.etc / f"{part}.log").open("ab") as log:  # the child keeps its own descriptor
-            self.procs[part] = subprocess.Popen(
-                [*MCO, part, "--config", str(self.etc / f"{part}.yaml")], stdout=subprocess.DEVNULL, stderr=log
-            )
-
-    def stop(self, part: str) -> None:
-        proc = self.procs.pop(part)
-        proc.terminate()
-        proc.wait(timeout=20)
+class DoctorHost(Host):
+    """The running parts, and ``mco doctor`` pointed at their configuration."""
 
     def doctor(self, *args: str) -> tuple[int, dict[str, Any]]:
         out = subprocess.run(
@@ -73,57 +49,9 @@ class Host:
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> Iterator[Host]:
-    etc = tmp_path / "etc"
-    etc.mkdir()
-    shutil.copytree(HOST_TREE, tmp_path / "node")
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(default_rules_text())
-    ports = {name: free_port() for name in ("grpc", "collector", "analyzer", "extender")}
-    report = tmp_path / "report.json"
-    configs = {
-        "analyzer": {
-            "mode": "standalone",
-            "identity": "doctor-test",
-            "listen": f"127.0.0.1:{ports['grpc']}",
-            "metrics_host": "127.0.0.1",
-            "metrics_port": ports["analyzer"],
-            "report_interval": 0.3,
-            "report_min_interval": 0.1,
-            "report_file": str(report),
-            "rules_file": str(rules),
-            "rules_interval": 0.3,
-        },
-        "collector": {
-            "node_name": "node-1",
-            "interval_s": 0.3,
-            "metrics_host": "127.0.0.1",
-            "metrics_port": ports["collector"],
-            "bio_backend": "diskstats",
-            "llc": "off",
-            "proc_root": str(tmp_path / "node" / "proc"),
-            "sys_root": str(tmp_path / "node" / "sys"),
-            "stream": True,
-            "analyzers": [f"127.0.0.1:{ports['grpc']}"],
-        },
-        "extender": {
-            "mode": "standalone",
-            "listen": f"127.0.0.1:{ports['extender']}",
-            "reportFile": str(report),
-            "crStatusTTLSeconds": 2,
-        },
-    }
-    for part, config in configs.items():
-        (etc / f"{part}.yaml").write_text(yaml.safe_dump(config))
-    state = Host(etc, rules, ports, {})
-    try:
-        for part in ("analyzer", "collector", "extender"):
-            state.start(part)
-        yield state
-    finally:
-        for proc in state.procs.values():
-            proc.kill()
-            proc.wait(timeout=20)
+def host(tmp_path: Path) -> Iterator[DoctorHost]:
+    with running_host(tmp_path) as running:
+        yield DoctorHost(running.etc, running.rules, running.ports, running.procs)
 
 
 def test_a_healthy_host_passes_then_each_broken_part_is_named(host: Host) -> None:
