@@ -74,6 +74,9 @@ def test_the_tarball_holds_what_the_roles_deploy_and_no_development_files(tarbal
     assert not [n for n in names if n.startswith("mco_py/") and n.endswith(".py")]
 
 
+# A full site.yml run from the installed collection: about 65 s on an idle 2-core machine,
+# twice that beside make test's second lane (pytest-timeout's default is 120 s).
+@pytest.mark.timeout(600)
 def test_an_installed_collection_runs_the_site_playbook_without_a_checkout(tarball: Path, tmp_path: Path) -> None:
     installed, deps = tmp_path / "installed", tmp_path / "deps" / "ansible_collections"
     deps.mkdir(parents=True)  # its dependencies, from the checkout's pinned set (no Galaxy here)
