@@ -120,7 +120,7 @@ def _process_checks(view: PartView) -> Iterator[Check]:
         yield Check(
             f"{part} port",
             Verdict.FAIL,
-            f"{view.port}/tcp is held by {view.port_owner}, not by mco {part}",
+            f"{view.port}/tcp is held by {view.port_owner}, not by this mco {part}",
             f"stop that program or move mco {part} to a free port (docs/configuration.md)",
         )
     else:

@@ -6,6 +6,7 @@ Every network read is local, short (``timeout``) and bounded in size.
 
 from __future__ import annotations
 
+import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -61,19 +62,29 @@ def _describe(proc: psutil.Process) -> str:
         return f"pid {proc.pid}"
 
 
-def _is_part(proc: psutil.Process, part: str) -> bool:
-    """``mco <part>`` (console script) or ``python -m mco_py.cli <part>``."""
+def is_part(proc: psutil.Process, part: str, config: Path) -> bool:
+    """``mco <part>`` (console script) or ``python -m mco_py.cli <part>`` reading ``config``
+    (``--config``; without it, /etc/mco/<part>.yaml): another MCO on the host is not this one."""
     try:
-        head = proc.cmdline()[:4]
+        cmdline = proc.cmdline()
     except psutil.Error:
         return False
+    head = cmdline[:4]
     names = [Path(word).name for word in head]
-    return part in head and any(name == "mco" or name.startswith("mco_py") for name in names)
+    if part not in head or not any(name == "mco" or name.startswith("mco_py") for name in names):
+        return False
+    used = Path("/etc/mco") / PARTS[part][0]
+    for flag, value in zip(cmdline, [*cmdline[1:], ""], strict=True):
+        if flag == "--config":
+            used = Path(value)
+        elif flag.startswith("--config="):
+            used = Path(flag.removeprefix("--config="))
+    return os.path.realpath(used) == os.path.realpath(config)
 
 
-def find_process(part: str) -> psutil.Process | None:
-    """A running ``mco <part>`` process, if any."""
-    return next((proc for proc in psutil.process_iter() if _is_part(proc, part)), None)
+def find_process(part: str, config: Path) -> psutil.Process | None:
+    """The running ``mco <part>`` process of ``config``, if any."""
+    return next((proc for proc in psutil.process_iter() if is_part(proc, part, config)), None)
 
 
 def port_listener(port: int) -> psutil.Process | str | None:
@@ -94,12 +105,12 @@ def port_listener(port: int) -> psutil.Process | str | None:
     return None
 
 
-def probe_part(part: str, config: dict[str, Any], *, timeout: float) -> PartView:
-    """Everything :func:`mco_py.doctor.checks.judge` needs about one part."""
+def probe_part(part: str, path: Path, config: dict[str, Any], *, timeout: float) -> PartView:
+    """Everything :func:`mco_py.doctor.checks.judge` needs about one part (``config`` read from ``path``)."""
     port = port_of(part, config)
     owner = port_listener(port)
-    own = isinstance(owner, psutil.Process) and _is_part(owner, part)
-    proc = owner if own and isinstance(owner, psutil.Process) else find_process(part)
+    own = isinstance(owner, psutil.Process) and is_part(owner, part, path)
+    proc = owner if own and isinstance(owner, psutil.Process) else find_process(part, path)
     metrics: str | None = None
     error = ""
     try:
@@ -146,5 +157,5 @@ def probe_host(
         except (OSError, yaml.YAMLError) as exc:
             problems.append(f"{path}: cannot read: {exc}")
             config = {}
-        views.append(probe_part(part, config, timeout=timeout))
+        views.append(probe_part(part, path, config, timeout=timeout))
     return views, problems

@@ -17,6 +17,7 @@ import pytest
 
 from mco_py.doctor.checks import PartView, Verdict, judge
 from mco_py.doctor.main import redact
+from mco_py.doctor.probe import is_part
 from tests.mco_host import MCO, PARTS, Host, running_host
 
 Checks = dict[str, dict[str, str]]
@@ -96,7 +97,7 @@ def test_a_healthy_host_passes_then_each_broken_part_is_named(host: Host) -> Non
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # its connections may be in TIME_WAIT
         squatter.bind(("127.0.0.1", host.ports["analyzer"]))
         squatter.listen()
-        blocked = host.until(lambda c: "not by mco analyzer" in c["analyzer port"]["detail"], "the squatter")
+        blocked = host.until(lambda c: "not by this mco analyzer" in c["analyzer port"]["detail"], "the squatter")
     assert blocked["by_name"]["analyzer port"]["verdict"] == "fail"
     assert "pid " in blocked["by_name"]["analyzer port"]["detail"]
 
@@ -142,3 +143,24 @@ def test_a_missing_config_dir_fails_with_what_to_do(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "no MCO configuration found" in out.stdout
     assert out.stdout.splitlines()[-1] == "verdict: fail (0 ok, 0 warn, 1 fail)"
+
+
+class _Proc:
+    def __init__(self, *cmdline: str) -> None:
+        self._cmdline = list(cmdline)
+
+    def cmdline(self) -> list[str]:
+        return self._cmdline
+
+
+def test_a_part_is_the_process_of_its_configuration_file(tmp_path: Path) -> None:
+    """Another MCO on the same host (another --config) is not the part checked."""
+    mine = tmp_path / "analyzer.yaml"
+    assert is_part(
+        _Proc("/opt/mco/venv/bin/python", "/opt/mco/venv/bin/mco", "analyzer", "--config", str(mine)), "analyzer", mine
+    )
+    assert is_part(_Proc("python", "-m", "mco_py.cli", "analyzer", f"--config={mine}"), "analyzer", mine)
+    assert not is_part(_Proc("mco", "analyzer", "--config", "/etc/mco/analyzer.yaml"), "analyzer", mine)
+    assert is_part(_Proc("mco", "analyzer"), "analyzer", Path("/etc/mco/analyzer.yaml"))  # the default file
+    assert not is_part(_Proc("mco", "collector", "--config", str(mine)), "analyzer", mine)
+    assert not is_part(_Proc("vim", "analyzer", "--config", str(mine)), "analyzer", mine)
