@@ -55,6 +55,7 @@ def host(tmp_path: Path) -> Iterator[DoctorHost]:
         yield DoctorHost(running.etc, running.rules, running.ports, running.procs)
 
 
+@pytest.mark.timeout(400)  # four waits of up to 30-40 s each on a busy machine
 def test_a_healthy_host_passes_then_each_broken_part_is_named(host: Host) -> None:
     healthy = host.until(lambda c: all(x["verdict"] == "ok" for x in c.values()), "every check ok")
     assert healthy["rc"] == 0
