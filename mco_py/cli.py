@@ -126,7 +126,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     try:
         store = _report_store(args)
     except MCOError as exc:
-        print(f"cannot reach the cluster: {exc}", file=sys.stderr)
+        print(f"cannot reach the cluster: {exc} (a host's own report: --file {DEFAULT_REPORT_FILE})", file=sys.stderr)
         return 1
     deadline = time.monotonic() + args.wait
     while True:
@@ -203,10 +203,11 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--no-headers", action="store_true", help="table and wide: the rows only")
     p.add_argument("-w", "--watch", action="store_true", help="print it again whenever it changes (Ctrl-C ends)")
-    p.add_argument(
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
         "--file", type=Path, help=f"read this standalone report file (default {DEFAULT_REPORT_FILE} on a host)"
     )
-    p.add_argument(
+    source.add_argument(
         "--kubeconfig",
         help="read the NodeInterferenceReport from this cluster (default: $KUBECONFIG, then in-cluster config)",
     )

@@ -239,7 +239,12 @@ def test_report_reads_the_cluster_of_kubeconfig_env_unless_a_file_is_given(kube_
     assert json.loads(out.stdout)["nodes"][0]["name"] == "w1"
     table = run("report", env=env)
     assert table.stdout.startswith("report NodeInterferenceReport cluster"), table.stdout
-    assert run("report", "-o", "name", "--file", str(kubeconfig.parent / "none.json"), env=env).returncode == 1
+    from_file = run("report", "-o", "name", "--file", str(kubeconfig.parent / "none.json"), env=env)
+    assert from_file.returncode == 1
+    assert "none.json does not exist yet" in from_file.stderr  # the file, not the cluster
+    both = run("report", "--file", "r.json", "--kubeconfig", str(kubeconfig))
+    assert both.returncode == 2
+    assert "not allowed with argument" in both.stderr
     broken = run("report", env={"KUBECONFIG": str(kubeconfig.parent / "missing")})
     assert broken.returncode == 1
     assert "$KUBECONFIG=" in broken.stderr

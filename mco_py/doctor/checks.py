@@ -48,6 +48,8 @@ class PartView:
     """``pid N (name)`` listening on ``port``; empty when nobody listens."""
     port_is_own: bool = False
     """The listener is the part's own process."""
+    port_owner_hidden: bool = False
+    """Something listens, but this user may not see which process (not root)."""
     metrics: str | None = None
     """``/metrics`` text; None when it did not answer."""
     metrics_error: str = ""
@@ -93,10 +95,10 @@ def judge(views: list[PartView]) -> list[Check]:
         ]
     out: list[Check] = []
     for view in views:
-        out += list(_process_checks(view))
-        if view.metrics is None:
+        samples = _parsed(view)
+        out += list(_process_checks(view, samples))
+        if samples is None or not _is_from(view, samples):
             continue
-        samples = parse_metrics(view.metrics)
         if view.part == "collector":
             out += list(_collector_checks(samples))
         elif view.part == "analyzer":
@@ -106,7 +108,24 @@ def judge(views: list[PartView]) -> list[Check]:
     return out
 
 
-def _process_checks(view: PartView) -> Iterator[Check]:
+def _parsed(view: PartView) -> Samples | None:
+    """The part's /metrics parsed; None when it did not answer or answered something else."""
+    if view.metrics is None:
+        return None
+    try:
+        return parse_metrics(view.metrics)
+    except ValueError:
+        return None
+
+
+def _is_from(view: PartView, samples: Samples) -> bool:
+    """The metrics are this part's: its process holds the port, or (owner hidden from this
+    user) they carry ``mco_build_info{component=<part>}``."""
+    built = any(labels.get("component") == view.part for labels, _ in samples.get("mco_build_info", []))
+    return view.port_is_own or (view.port_owner_hidden and built)
+
+
+def _process_checks(view: PartView, samples: Samples | None) -> Iterator[Check]:
     part, hint = view.part, SERVICE_HINT.format(part=view.part)
     if view.process:
         yield Check(f"{part} process", Verdict.OK, view.process)
@@ -116,6 +135,15 @@ def _process_checks(view: PartView) -> Iterator[Check]:
     then = f"follows from `{part} process` above" if not view.process else f"see {hint}"
     if view.port_is_own:
         yield Check(f"{part} port", Verdict.OK, f"{view.port}/tcp held by it")
+    elif view.port_owner_hidden and samples is not None and _is_from(view, samples):
+        yield Check(f"{part} port", Verdict.OK, f"{view.port}/tcp answers with mco {part}'s metrics (owner hidden)")
+    elif view.port_owner_hidden:
+        yield Check(
+            f"{part} port",
+            Verdict.WARN,
+            f"{view.port}/tcp is held by {view.port_owner}",
+            "run mco doctor as root",
+        )
     elif view.port_owner:
         yield Check(
             f"{part} port",
@@ -128,13 +156,26 @@ def _process_checks(view: PartView) -> Iterator[Check]:
     if view.metrics is None:
         error = view.metrics_error or "no answer"
         yield Check(f"{part} metrics", Verdict.FAIL, f"/metrics on port {view.port} does not answer: {error}", then)
+    elif samples is None:
+        yield Check(f"{part} metrics", Verdict.FAIL, f"/metrics on port {view.port} is not Prometheus text", then)
+    elif not _is_from(view, samples):
+        yield Check(
+            f"{part} metrics",
+            Verdict.FAIL,
+            f"/metrics on port {view.port} answers, but not as this mco {part}",
+            "see the port check above",
+        )
     else:
         yield Check(f"{part} metrics", Verdict.OK, f"/metrics answers on port {view.port}")
 
 
 def _collector_checks(samples: Samples) -> Iterator[Check]:
-    backends = sorted(f"{lb['signal']}={lb['backend']}" for lb, _ in samples.get("mco_collector_backend_info", []))
-    absent = sorted((lb["signal"], lb["kind"]) for lb, v in samples.get("mco_collector_signal_absent", []) if v)
+    backends = sorted(
+        f"{lb.get('signal', '?')}={lb.get('backend', '?')}" for lb, _ in samples.get("mco_collector_backend_info", [])
+    )
+    absent = sorted(
+        (lb.get("signal", "?"), lb.get("kind", "?")) for lb, v in samples.get("mco_collector_signal_absent", []) if v
+    )
     lost = [f"{signal} ({kind})" for signal, kind in absent if kind in ("permission", "read_error")]
     missing = [f"{signal} ({kind})" for signal, kind in absent if kind not in ("permission", "read_error")]
     detail = "backends " + (", ".join(backends) or "none yet")
@@ -150,7 +191,7 @@ def _collector_checks(samples: Samples) -> Iterator[Check]:
     else:
         yield Check("collector signals", Verdict.OK, detail)
     streams = samples.get("mco_collector_stream_connected", [])
-    down = sorted(lb["analyzer"] for lb, v in streams if not v)
+    down = sorted(lb.get("analyzer", "?") for lb, v in streams if not v)
     if not streams:
         yield Check("collector stream", Verdict.OK, "not streaming (exporter only: no analyzers configured)")
     elif down:
@@ -162,7 +203,7 @@ def _collector_checks(samples: Samples) -> Iterator[Check]:
             "(TLS: the address it dials must be in the analyzer's certificate)",
         )
     else:
-        connected = ", ".join(sorted(lb["analyzer"] for lb, _ in streams))
+        connected = ", ".join(sorted(lb.get("analyzer", "?") for lb, _ in streams))
         yield Check("collector stream", Verdict.OK, "connected to " + connected)
 
 
@@ -195,8 +236,10 @@ def _analyzer_checks(samples: Samples) -> Iterator[Check]:
         yield Check(
             "analyzer rules",
             Verdict.WARN,
-            f"rules version {version} in force; {int(rejected)} reload(s) rejected an invalid document",
-            "`mco rules validate` the document; the analyzer's log names each problem",
+            f"rules version {version} in force; {int(rejected)} reload(s) since the analyzer started "
+            "rejected an invalid document",
+            "`mco rules validate` the document in place now; the analyzer's log names each problem "
+            "(this count is since start: a fixed document still shows it until a restart)",
         )
     else:
         yield Check("analyzer rules", Verdict.OK, f"rules version {version} in force")
@@ -206,7 +249,7 @@ def _analyzer_checks(samples: Samples) -> Iterator[Check]:
         yield Check(
             "analyzer report",
             Verdict.WARN,
-            f"{int(errors)} report write(s) failed, {int(writes)} succeeded",
+            f"{int(errors)} report write(s) failed, {int(writes)} succeeded, since the analyzer started",
             "the analyzer's log says why (file permissions, or RBAC and the API server in a cluster)",
         )
     else:
@@ -224,8 +267,17 @@ def _extender_checks(view: PartView, samples: Samples) -> Iterator[Check]:
     age = _one(samples, "mco_extender_report_age_seconds")
     age_text = "no report" if age is None or math.isnan(age) else f"report age {age:.0f} s"
     ttl_text = f" (TTL {ttl} s)" if ttl is not None else ""
-    reasons = [lb["reason"] for lb, v in samples.get("mco_extender_fallback", []) if v and lb["reason"] != "none"]
+    fallback = samples.get("mco_extender_fallback", [])
+    reasons = [lb.get("reason", "?") for lb, v in fallback if v and lb.get("reason") != "none"]
     if not _one(samples, "mco_extender_basic_mode", 0.0):
+        if _one(samples, "mco_extender_report_outdated_in_use", 0.0):
+            yield Check(
+                "extender mode",
+                Verdict.WARN,
+                f"report mode with an outdated report (fallbackWhenCROutdated is false); {age_text}{ttl_text}",
+                "is the analyzer running and leading? (runbooks: Degrade / fallback)",
+            )
+            return
         yield Check("extender mode", Verdict.OK, f"report mode: scores nodes by the report; {age_text}{ttl_text}")
         return
     why = reasons[0] if reasons else "unknown"

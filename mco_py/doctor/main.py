@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -25,8 +27,11 @@ DEFAULT_CONFIG_DIR = Path("/etc/mco")
 DEFAULT_LOG_DIR = Path("/var/log/mco")
 #: Bytes of each log file's end put in a bundle.
 LOG_TAIL_BYTES = 1024 * 1024
-#: ``key: value`` lines whose key names a secret (``token``, ``password``, ``secret``).
-_SECRET_LINE = re.compile(r"(?mi)^(\s*[\w.-]*(?:token|password|secret)[\w.-]*\s*:[ \t]*)(\S.*)$")
+#: ``key: value`` (or ``key=value``, a list item, a quoted key) lines whose key names a secret
+#: (``token``, ``password``, ``secret``).
+_SECRET_LINE = re.compile(
+    r"(?mi)^(\s*(?:-\s+)?[\"']?[\w.-]*(?:token|password|secret)[\w.-]*[\"']?\s*[:=][ \t]*)(\S.*)$"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,7 +110,7 @@ def redact(text: str) -> str:
     """A YAML configuration with the values of secret keys replaced (``token_file`` paths stay)."""
 
     def hide(match: re.Match[str]) -> str:
-        key = match.group(1).strip().rstrip(":").strip().lower()
+        key = match.group(1).strip().rstrip(":=").strip().strip("\"'").lower()
         return match.group(0) if key.endswith("file") else match.group(1) + '"<redacted>"'
 
     return _SECRET_LINE.sub(hide, text)
@@ -114,37 +119,51 @@ def redact(text: str) -> str:
 def write_bundle(
     path: Path, document: dict[str, object], metrics: dict[str, str | None], args: argparse.Namespace
 ) -> None:
-    """The tarball: doctor.json, config/ (redacted), metrics/, logs/ (each log's last MiB)."""
+    """The tarball (mode 0600): doctor.json, config/ (redacted), metrics/, logs/ (each log's last
+    MiB). Only regular files are read, never through a symbolic link, each at most a MiB."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     root = f"mco-doctor-{stamp}"
-    with tarfile.open(path, "w:gz") as tar:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w:gz") as tar:
         _add(tar, f"{root}/doctor.json", json.dumps(document, indent=2).encode())
         for file_name in [*(spec[0] for spec in PARTS.values()), "supervisord.conf"]:
-            source = args.config_dir / file_name
-            if source.is_file():
-                _add(tar, f"{root}/config/{file_name}", redact(source.read_text("utf-8", "replace")).encode())
-        for part, text in metrics.items():
+            text = _tail(args.config_dir / file_name)
             if text is not None:
-                _add(tar, f"{root}/metrics/{part}.txt", text.encode())
+                _add(tar, f"{root}/config/{file_name}", redact(text.decode("utf-8", "replace")).encode())
+        for part, body in metrics.items():
+            if body is not None:
+                _add(tar, f"{root}/metrics/{part}.txt", body.encode())
         for log in sorted(args.log_dir.glob("*.log")) if args.log_dir.is_dir() else []:
-            _add(tar, f"{root}/logs/{log.name}", _tail(log))
+            data = _tail(log)
+            if data is not None:
+                _add(tar, f"{root}/logs/{log.name}", data)
         if shutil.which("journalctl") and Path("/run/systemd/system").is_dir():
             for part in PARTS:
-                unit = "mco-extender" if part == "extender" else f"mco-{part}"
-                out = subprocess.run(
-                    ["journalctl", "-u", unit, "-n", "2000", "--no-pager"],
-                    capture_output=True,
-                    timeout=30,
-                    check=False,
-                )
-                _add(tar, f"{root}/logs/{unit}.journal.txt", out.stdout[-LOG_TAIL_BYTES:])
+                unit = f"mco-{part}"
+                try:
+                    journal = subprocess.run(
+                        ["journalctl", "-u", unit, "-n", "2000", "--no-pager"],
+                        capture_output=True,
+                        timeout=30,
+                        check=False,
+                    ).stdout
+                except subprocess.TimeoutExpired:
+                    journal = b"(journalctl took longer than 30 s)\n"
+                _add(tar, f"{root}/logs/{unit}.journal.txt", journal[-LOG_TAIL_BYTES:])
 
 
-def _tail(path: Path) -> bytes:
-    with path.open("rb") as log:
-        log.seek(0, io.SEEK_END)
-        log.seek(max(0, log.tell() - LOG_TAIL_BYTES))
-        return log.read()
+def _tail(path: Path) -> bytes | None:
+    """The last LOG_TAIL_BYTES of a regular file (not followed through a symbolic link); None
+    when it is missing or something else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        file.seek(max(0, os.fstat(fd).st_size - LOG_TAIL_BYTES))
+        return file.read(LOG_TAIL_BYTES)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

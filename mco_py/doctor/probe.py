@@ -6,9 +6,9 @@ Every network read is local, short (``timeout``) and bounded in size.
 
 from __future__ import annotations
 
+import http.client
 import os
-import urllib.error
-import urllib.request
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,30 +29,54 @@ MAX_BODY = 4 * 1024 * 1024
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """The YAML mapping in ``path``; an empty one when it is not a mapping."""
+    """The YAML mapping in ``path``; an empty one when it is not a mapping. Raises OSError,
+    ValueError (not UTF-8) or yaml.YAMLError."""
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     return doc if isinstance(doc, dict) else {}
 
 
-def port_of(part: str, config: dict[str, Any]) -> int:
-    """The part's HTTP port from its configuration (``listen: "host:port"`` for the extender)."""
+def address_of(part: str, config: dict[str, Any]) -> tuple[str, int]:
+    """Where the part's HTTP endpoint answers on this host: its configured address (loopback
+    when it binds every address) and port (``listen: "host:port"`` for the extender)."""
     _, key, default = PARTS[part]
-    value = config.get(key, default)
     if key == "listen":
-        value = str(value).rsplit(":", 1)[-1] or default
+        host, _, port_text = str(config.get(key, f":{default}")).rpartition(":")
+        host = host.strip("[]")
+    else:
+        host, port_text = str(config.get("metrics_host", "") or ""), str(config.get(key, default))
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
+        port = int(port_text)
+    except ValueError:
+        port = default
+    if host in ("", "0.0.0.0"):  # noqa: S104 - what the part binds, not what we bind
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return host, port
 
 
-def http_get(port: int, path: str, timeout: float) -> tuple[int, str]:
-    """(status, body) of ``GET http://127.0.0.1:port/path``; raises OSError when nobody answers."""
+def http_get(host: str, port: int, path: str, timeout: float) -> tuple[int, str]:
+    """(status, body) of ``GET http://host:port/path``, straight to the part (no proxy, no
+    redirect), at most MAX_BODY bytes within ``timeout`` seconds in all. Raises OSError when
+    nobody answers in time or the answer is not HTTP."""
+    deadline = time.monotonic() + timeout
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as response:
-            return response.status, response.read(MAX_BODY).decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read(MAX_BODY).decode("utf-8", "replace")
+        conn.request("GET", path)
+        response = conn.getresponse()
+        body = bytearray()
+        while len(body) < MAX_BODY:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the answer took longer than {timeout:g} s")
+            chunk = response.read1(64 * 1024)
+            if not chunk:
+                break
+            body += chunk
+        return response.status, body[:MAX_BODY].decode("utf-8", "replace")
+    except http.client.HTTPException as exc:
+        raise OSError(f"not an HTTP answer ({type(exc).__name__})") from exc
+    finally:
+        conn.close()
 
 
 def _describe(proc: psutil.Process) -> str:
@@ -63,22 +87,27 @@ def _describe(proc: psutil.Process) -> str:
 
 
 def is_part(proc: psutil.Process, part: str, config: Path) -> bool:
-    """``mco <part>`` (console script) or ``python -m mco_py.cli <part>`` reading ``config``
-    (``--config``; without it, /etc/mco/<part>.yaml): another MCO on the host is not this one."""
+    """``mco <part>`` (console script) or ``python [-u] -m mco_py.cli <part>`` reading ``config``
+    (``--config``, relative to the process's directory; without it the analyzer and the extender
+    read /etc/mco/<part>.yaml): another MCO on the same host is not this one."""
     try:
         cmdline = proc.cmdline()
+        head = cmdline[:6]
+        names = [Path(word).name for word in head]
+        if part not in head or not any(name == "mco" or name.startswith("mco_py") for name in names):
+            return False
+        used = None if part == "collector" else Path("/etc/mco") / PARTS[part][0]
+        for flag, value in zip(cmdline, [*cmdline[1:], ""], strict=True):
+            if flag == "--config":
+                used = Path(value)
+            elif flag.startswith("--config="):
+                used = Path(flag.removeprefix("--config="))
+        if used is None:
+            return False
+        if not used.is_absolute():
+            used = Path(proc.cwd()) / used
     except psutil.Error:
         return False
-    head = cmdline[:4]
-    names = [Path(word).name for word in head]
-    if part not in head or not any(name == "mco" or name.startswith("mco_py") for name in names):
-        return False
-    used = Path("/etc/mco") / PARTS[part][0]
-    for flag, value in zip(cmdline, [*cmdline[1:], ""], strict=True):
-        if flag == "--config":
-            used = Path(value)
-        elif flag.startswith("--config="):
-            used = Path(flag.removeprefix("--config="))
     return os.path.realpath(used) == os.path.realpath(config)
 
 
@@ -87,17 +116,21 @@ def find_process(part: str, config: Path) -> psutil.Process | None:
     return next((proc for proc in psutil.process_iter() if is_part(proc, part, config)), None)
 
 
+#: A listening socket whose owner this user may not see (not root).
+HIDDEN_OWNER = "a process hidden from this user (run mco doctor as root to see it)"
+
+
 def port_listener(port: int) -> psutil.Process | str | None:
-    """The process listening on TCP ``port``; a note when the socket's owner is hidden from
-    this user; None when nobody listens."""
+    """The process listening on TCP ``port``; :data:`HIDDEN_OWNER` or a note when it cannot be
+    named; None when nobody listens."""
     try:
         connections = psutil.net_connections(kind="tcp")
     except psutil.AccessDenied:
-        return "an unknown process (run mco doctor as root to see it)"
+        return HIDDEN_OWNER
     for conn in connections:
         if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
             if not conn.pid:
-                return "a process of another user (run mco doctor as root to see it)"
+                return HIDDEN_OWNER
             try:
                 return psutil.Process(conn.pid)
             except psutil.Error:
@@ -107,24 +140,24 @@ def port_listener(port: int) -> psutil.Process | str | None:
 
 def probe_part(part: str, path: Path, config: dict[str, Any], *, timeout: float) -> PartView:
     """Everything :func:`mco_py.doctor.checks.judge` needs about one part (``config`` read from ``path``)."""
-    port = port_of(part, config)
+    host, port = address_of(part, config)
     owner = port_listener(port)
     own = isinstance(owner, psutil.Process) and is_part(owner, part, path)
     proc = owner if own and isinstance(owner, psutil.Process) else find_process(part, path)
     metrics: str | None = None
     error = ""
     try:
-        status, body = http_get(port, "/metrics", timeout)
+        status, body = http_get(host, port, "/metrics", timeout)
         if status == 200:
             metrics = body
         else:
             error = f"HTTP {status}"
     except OSError as exc:
-        error = str(getattr(exc, "reason", exc))
+        error = str(exc)
     ready = None
     if part == "extender":
         try:
-            ready = http_get(port, "/readyz", timeout)
+            ready = http_get(host, port, "/readyz", timeout)
         except OSError:
             ready = None
     settings = {"crStatusTTLSeconds": config.get("crStatusTTLSeconds", 30)} if part == "extender" else {}
@@ -134,6 +167,7 @@ def probe_part(part: str, path: Path, config: dict[str, Any], *, timeout: float)
         process=_describe(proc) if proc is not None else "",
         port_owner=_describe(owner) if isinstance(owner, psutil.Process) else owner or "",
         port_is_own=own,
+        port_owner_hidden=owner == HIDDEN_OWNER,
         metrics=metrics,
         metrics_error=error,
         ready=ready,
@@ -154,7 +188,7 @@ def probe_host(
         progress(f"checking {part}")
         try:
             config = read_config(path)
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8
             problems.append(f"{path}: cannot read: {exc}")
             config = {}
         views.append(probe_part(part, path, config, timeout=timeout))

@@ -37,7 +37,8 @@ def load_api_client(kubeconfig: str | Path | None = None, *, context: str | None
     env = os.environ.get("KUBECONFIG", "")
     if env:
         try:
-            config.load_kube_config(context=context, client_configuration=configuration)
+            # the kubernetes package reads $KUBECONFIG once, at import: pass today's (a ':' list too)
+            config.load_kube_config(config_file=env, context=context, client_configuration=configuration)
         except (ConfigException, OSError, ValueError) as exc:
             raise ConfigError(f"$KUBECONFIG={env} is not usable: {exc}; fix it, or unset it") from exc
         return client.ApiClient(configuration)

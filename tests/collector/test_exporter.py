@@ -152,8 +152,10 @@ def frozen_proc(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "self" / "fd").mkdir(parents=True)
     for fd in ("0", "1", "2"):
         (root / "self" / "fd" / fd).touch()
-    fields = ["1", "(mco)", "S", *["0"] * 8, "150", "50", *["0"] * 6, "12345", "1000000", "2500", *["0"] * 20]
-    (root / "self" / "stat").write_text(" ".join(fields) + "\n")
+    # after "pid (comm)": state is field 0, utime 11, stime 12, starttime 19, vsize 20, rss 21
+    after = ["0"] * 30
+    after[0], after[11], after[12], after[19], after[20], after[21] = "S", "150", "50", "12345", "1000000", "2500"
+    (root / "self" / "stat").write_text("1 (mco) " + " ".join(after) + "\n")
     (root / "self" / "limits").write_text(
         "Limit                     Soft Limit           Hard Limit           Units\n"
         "Max open files            1024                 524288               files\n"
@@ -196,7 +198,10 @@ def test_fast_exposition_is_byte_for_byte_prometheus_client(
     for seconds in durations:
         metrics.sample_duration.observe(seconds)
         metrics.samples_taken.inc()
-    assert b"\nprocess_open_fds 3.0\n" in metrics.render_text(False)  # the frozen tree's
+    frozen = metrics.render_text(False)  # the frozen tree's numbers
+    assert b"\nprocess_open_fds 3.0\n" in frozen
+    assert b"\nprocess_cpu_seconds_total 2.0\n" in frozen  # (150 + 50) ticks at 100 Hz
+    assert b"\nprocess_virtual_memory_bytes 1e+06\n" in frozen
     for _ in range(2):  # the second time from the caches
         assert metrics.render_text(False) == generate_latest(registry)
         assert metrics.render_text(True) == openmetrics_latest(registry)  # type: ignore[no-untyped-call]

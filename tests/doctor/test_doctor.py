@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import stat
 import subprocess
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from mco_py.doctor.checks import PartView, Verdict, judge
+from mco_py.doctor.checks import Check, PartView, Verdict, judge
 from mco_py.doctor.main import redact
-from mco_py.doctor.probe import is_part
+from mco_py.doctor.probe import is_part, probe_host
 from tests.mco_host import MCO, PARTS, Host, running_host
 
 Checks = dict[str, dict[str, str]]
@@ -77,7 +79,7 @@ def test_a_healthy_host_passes_then_each_broken_part_is_named(host: Host) -> Non
     host.rules.write_text("version: [broken\n")
     rules = host.until(lambda c: c["analyzer rules"]["verdict"] == "warn", "the rejected rules")
     assert rules["rc"] == 1
-    assert "reload(s) rejected an invalid document" in rules["by_name"]["analyzer rules"]["detail"]
+    assert "rejected an invalid document" in rules["by_name"]["analyzer rules"]["detail"]
     assert "mco rules validate" in rules["by_name"]["analyzer rules"]["nextStep"]
 
     # the analyzer stops: its process and port are gone, the collector loses its stream and
@@ -165,3 +167,78 @@ def test_a_part_is_the_process_of_its_configuration_file(tmp_path: Path) -> None
     assert is_part(_Proc("mco", "analyzer"), "analyzer", Path("/etc/mco/analyzer.yaml"))  # the default file
     assert not is_part(_Proc("mco", "collector", "--config", str(mine)), "analyzer", mine)
     assert not is_part(_Proc("vim", "analyzer", "--config", str(mine)), "analyzer", mine)
+
+
+BUILD = 'mco_build_info{component="analyzer",python="3.11",version="0.1.0"} 1.0\n'
+
+
+def _by_name(views: list[PartView]) -> dict[str, Check]:
+    return {c.name: c for c in judge(views)}
+
+
+def test_metrics_are_judged_only_when_they_are_the_parts() -> None:
+    healthy = BUILD + "mco_analyzer_leader 1.0\nmco_analyzer_connected_collectors 2.0\n"
+    # not root: the owner is hidden, the metrics say which part they are
+    hidden = _by_name([PartView("analyzer", 9878, process="pid 1", port_owner_hidden=True, metrics=healthy)])
+    assert hidden["analyzer port"].verdict is Verdict.OK
+    assert hidden["analyzer leader"].verdict is Verdict.OK
+    unknown = _by_name([PartView("analyzer", 9878, port_owner_hidden=True, metrics="# nothing\n")])
+    assert unknown["analyzer port"].verdict is Verdict.WARN
+    assert "as root" in unknown["analyzer port"].next_step
+    assert "analyzer leader" not in unknown
+    # another exporter holds the port: its numbers are not the analyzer's
+    foreign = _by_name([PartView("analyzer", 9878, port_owner="pid 7 (node_exporter)", metrics="up 1\n")])
+    assert foreign["analyzer metrics"].verdict is Verdict.FAIL
+    assert "not as this mco analyzer" in foreign["analyzer metrics"].detail
+    assert "analyzer leader" not in foreign
+    # an HTML page on the port, and series without the labels they should have
+    page = _by_name([PartView("analyzer", 9878, port_is_own=True, metrics="<html><body>hello</body></html>")])
+    assert "is not Prometheus text" in page["analyzer metrics"].detail
+    bare = "mco_collector_signal_absent 1.0\nmco_collector_stream_connected 0.0\nmco_collector_backend_info 1.0\n"
+    collector = _by_name([PartView("collector", 9877, port_is_own=True, metrics=bare)])
+    assert collector["collector stream"].detail == "not connected to ?"
+
+
+def test_an_outdated_report_in_use_is_a_warning() -> None:
+    metrics = (
+        "mco_extender_basic_mode 0.0\nmco_extender_report_outdated_in_use 1.0\nmco_extender_report_age_seconds 90.0\n"
+    )
+    view = PartView(
+        "extender", 9879, port_is_own=True, metrics=metrics, ready=(200, "ok"), settings={"crStatusTTLSeconds": 30}
+    )
+    mode = _by_name([view])["extender mode"]
+    assert mode.verdict is Verdict.WARN
+    assert "outdated report (fallbackWhenCROutdated is false); report age 90 s (TTL 30 s)" in mode.detail
+
+
+def test_a_port_that_answers_without_http_is_named_not_a_crash(tmp_path: Path) -> None:
+    with socket.socket() as banner:
+        banner.bind(("127.0.0.1", 0))
+        banner.listen()
+        port = banner.getsockname()[1]
+
+        def serve() -> None:
+            conn, _ = banner.accept()
+            with conn:
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+
+        threading.Thread(target=serve, daemon=True).start()
+        (tmp_path / "collector.yaml").write_text(f"metrics_port: {port}\nmetrics_host: 127.0.0.1\n")
+        (tmp_path / "analyzer.yaml").write_bytes(b"identity: \xff\xfe\n")  # not UTF-8
+        views, problems = probe_host(tmp_path, timeout=2)
+    view = next(v for v in views if v.part == "collector")
+    assert view.metrics is None
+    assert "not an HTTP answer" in view.metrics_error
+    assert problems == [f"{tmp_path / 'analyzer.yaml'}: cannot read: " + problems[0].split(": cannot read: ")[1]]
+    assert "utf-8" in problems[0]
+
+
+def test_the_bundle_is_private_and_reads_no_links(host: DoctorHost, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0\n")
+    (host.etc / "stolen.log").symlink_to(secret)
+    bundle = tmp_path / "bundle.tar.gz"
+    host.doctor("--bundle", str(bundle))
+    assert stat.S_IMODE(bundle.stat().st_mode) == 0o600
+    with tarfile.open(bundle) as tar:
+        assert not [name for name in tar.getnames() if name.endswith("stolen.log")]
