@@ -43,9 +43,10 @@ class Host:
 
 
 @contextlib.contextmanager
-def running_host(tmp_path: Path, *, real_host: bool = False) -> Iterator[Host]:
+def running_host(tmp_path: Path, *, real_host: bool = False, bio_backend: str = "diskstats") -> Iterator[Host]:
     """The three parts, started and stopped. The collector reads the fixture host tree (frozen
-    signals), or with ``real_host`` this machine's /proc and /sys (block I/O with it)."""
+    signals), or with ``real_host`` this machine's /proc and /sys (block I/O with it, measured by
+    ``bio_backend``)."""
     etc = tmp_path / "etc"
     etc.mkdir()
     if not real_host:
@@ -72,7 +73,7 @@ def running_host(tmp_path: Path, *, real_host: bool = False) -> Iterator[Host]:
             "interval_s": 0.3,
             "metrics_host": "127.0.0.1",
             "metrics_port": ports["collector"],
-            "bio_backend": "diskstats",
+            "bio_backend": bio_backend,
             "llc": "off",
             "proc_root": "/proc" if real_host else str(tmp_path / "node" / "proc"),
             "sys_root": "/sys" if real_host else str(tmp_path / "node" / "sys"),

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from mco_py.collector import histogram
 from mco_py.collector.libbpf import BpfObject, HashMapReader
 from mco_py.collector.procfs import DiskStat, device_names, parse_diskstats, read_text
-from mco_py.collector.signals import Absence, Reading, Unavailable
+from mco_py.collector.signals import Absence, Reading, Total, Unavailable
 from mco_py.collector.source import ProblemLog
 from mco_py.collector.tracefs import TracefsBlockTracer
 
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 P99 = "bioLatencyP99Ms"
 AVG = "bioLatencyAvgMs"
 REQUESTS = "bioRequests"
+LATENCY = "bioLatency"
 BACKENDS = ("auto", "libbpf", "bcc", "tracefs", "diskstats", "off")
 AUTO_ORDER = ("libbpf", "bcc", "tracefs", "diskstats")
 MINORBITS = 20
@@ -266,6 +267,9 @@ class BioLatencySource:
         self._proc_root = proc_root
         self._problems = problems or ProblemLog(log)
         self._names: dict[DevKey, str] = {}
+        self._requests = 0
+        self._latency: dict[int, int] = {}
+        """Node-wide slot -> requests since the collector started (bounded: one entry per slot)."""
         self.failures: list[str] = []
         """Why each backend tried before the one in use (or all of them) did not work."""
         if config.backend not in BACKENDS:
@@ -330,6 +334,8 @@ class BioLatencySource:
             histogram.merge(node, hist)
             out.append(self._p99(hist, self._device(dev)))
         total = sum(node.values())
+        self._requests += total
+        histogram.merge(self._latency, node)
         return [self._p99(node), Reading(REQUESTS, float(total), self._backend.name, events=total), *out]
 
     def _averages(self, window: Window) -> list[Reading]:
@@ -340,6 +346,7 @@ class BioLatencySource:
             )
         ]
         total_ios = sum(n for _, n in window.averages_ms.values())
+        self._requests += total_ios
         if total_ios == 0:
             out.append(
                 Reading.absent(
@@ -352,6 +359,15 @@ class BioLatencySource:
         out.append(Reading(REQUESTS, float(total_ios), name, events=total_ios))
         for dev, (ms, n) in sorted(window.averages_ms.items()):
             out.append(Reading(AVG, ms, name, device=self._device(dev), events=n))
+        return out
+
+    def totals(self) -> list[Total]:
+        """Requests since the collector started and, from histogram backends, their latency histogram."""
+        if self._backend is None:
+            return []
+        out = [Total(REQUESTS, float(self._requests))]
+        if not isinstance(self._backend, DiskstatsBackend):
+            out.append(Total(LATENCY, float(sum(self._latency.values())), slots=dict(self._latency)))
         return out
 
     def close(self) -> None:

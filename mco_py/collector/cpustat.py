@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from mco_py.collector.procfs import parse_cpu_stat, parse_vmstat_field, read_text
-from mco_py.collector.signals import Absence, Reading, Unavailable
+from mco_py.collector.signals import Absence, Reading, Total, Unavailable
 from mco_py.collector.source import ProblemLog
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,10 @@ class StealSource:
             return [Reading.absent(STEAL, BACKEND, Absence.INSUFFICIENT_DATA, "no CPU time passed in the interval")]
         return [Reading(STEAL, 100.0 * d_steal / d_total, BACKEND)]
 
+    def totals(self) -> list[Total]:
+        """No running counts."""
+        return []
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -72,6 +76,10 @@ class OomSource:
         if count < previous:
             return [Reading.absent(OOM, BACKEND, Absence.READ_ERROR, "oom_kill went backwards; restarting")]
         return [Reading(OOM, float(count - previous), BACKEND)]
+
+    def totals(self) -> list[Total]:
+        """OOM kills since boot (vmstat ``oom_kill``), once read."""
+        return [] if self._last is None else [Total(OOM, float(self._last))]
 
     def close(self) -> None:
         """Nothing to release."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -19,9 +19,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from mco_py.collector import psi
-from mco_py.collector.signals import NodeSample, StreamStatus
+from mco_py.collector import histogram, psi
+from mco_py.collector.procfs import PSI_KINDS
+from mco_py.collector.signals import NodeSample, StreamStatus, Total
 from mco_py.obs.runtime import RuntimeMetrics
+
+_go_float = cast(Callable[[float], str], floatToGoString)
 
 #: signal key -> (node metric, device metric or "", help)
 SIGNAL_METRICS: dict[str, tuple[str, str, str]] = {
@@ -51,6 +54,25 @@ for _r in psi.RESOURCES:
         for _w in (*psi.WINDOWS, "rate"):
             what = f"PSI {_r} {_k} {_w}" + (" (stall share of the interval from total= deltas)" if _w == "rate" else "")
             SIGNAL_METRICS[psi.signal_name(_r, _k, _w)] = (f"mco_node_psi_{_r}_{_k}_{_w}_raw", "", f"{what}, percent")
+
+#: running-count key -> (counter name without ``_total``, help); base units, node_exporter style
+TOTAL_METRICS: dict[str, tuple[str, str]] = {
+    "oomKills": ("mco_node_oom_kills", "OOM kills since boot (/proc/vmstat oom_kill)"),
+    "bioRequests": ("mco_node_bio_requests", "Block requests completed since the collector started"),
+}
+for _r in psi.RESOURCES:
+    for _k in PSI_KINDS:
+        TOTAL_METRICS[psi.signal_name(_r, _k, "seconds")] = (
+            f"mco_node_pressure_{_r}_{_k}_seconds",
+            f"Time with {_k} tasks stalled on {_r} since boot (PSI total=), seconds",
+        )
+BIO_LATENCY = "mco_node_bio_latency_seconds"
+BIO_LATENCY_HELP = (
+    "Block request latency since the collector started (histogram backends only); "
+    "the sum is estimated from the kernel's slots (about 19 % resolution), seconds"
+)
+#: histogram bounds, microseconds: powers of two are slot boundaries, so every count is exact (16 us .. 33.6 s)
+BIO_LATENCY_BOUNDS_US: tuple[int, ...] = tuple(1 << k for k in range(4, 26))
 
 
 @dataclass(slots=True)
@@ -99,6 +121,59 @@ def signal_families(sample: NodeSample) -> list[Family]:
             continue
         family(node_metric, help_text, ()).rows.append(((), reading.value))
     return list(families.values())
+
+
+def total_families(totals: Iterable[Total]) -> list[Family]:
+    """Counters for every running count with a metric name (the latency histogram is :func:`bio_latency`)."""
+    out: list[Family] = []
+    for total in totals:
+        spec = TOTAL_METRICS.get(total.name)
+        if spec is not None:
+            out.append(Family(spec[0], spec[1], "counter", (), [((), total.value)]))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramData:
+    """One histogram's state: cumulative counts per ``le`` (the last is ``+Inf``) and the sum."""
+
+    name: str
+    help: str
+    les: Sequence[str]
+    cumulative: Sequence[float]
+    total: float
+
+    def metric(self) -> Metric:
+        """The prometheus_client form."""
+        buckets = list(zip(self.les, self.cumulative, strict=True))
+        return HistogramMetricFamily(self.name, self.help, buckets=buckets, sum_value=self.total)
+
+    def render(self) -> str:
+        """Its text, the same in Prometheus 0.0.4 and OpenMetrics 1.0.0."""
+        doc = self.help.replace("\\", r"\\").replace("\n", r"\n")
+        lines = [f"# HELP {self.name} {doc}\n# TYPE {self.name} histogram\n"]
+        lines += [
+            f'{self.name}_bucket{{le="{le}"}} {_go_float(n)}\n' for le, n in zip(self.les, self.cumulative, strict=True)
+        ]
+        count = _go_float(self.cumulative[-1])
+        lines.append(f"{self.name}_count {count}\n{self.name}_sum {_go_float(self.total)}\n")
+        return "".join(lines)
+
+
+_BIO_LES = [_go_float(b / 1e6) for b in BIO_LATENCY_BOUNDS_US] + ["+Inf"]
+
+
+def bio_latency(slots: Mapping[int, int]) -> HistogramData:
+    """The block latency histogram in seconds from slot -> count (``histogram.py`` layout)."""
+    per_bound = [0] * (len(BIO_LATENCY_BOUNDS_US) + 1)
+    total_s = 0.0
+    for slot, count in slots.items():
+        low, high = histogram.slot_bounds(slot)
+        # slots cover [low, high) whole microseconds and every bound is a slot boundary
+        per_bound[bisect.bisect_left(BIO_LATENCY_BOUNDS_US, high)] += count
+        total_s += count * (low + high) / 2e6
+    cumulative = [float(n) for n in itertools.accumulate(per_bound)]
+    return HistogramData(BIO_LATENCY, BIO_LATENCY_HELP, _BIO_LES, cumulative, total_s)
 
 
 def signal_metric_families(sample: NodeSample) -> list[Metric]:
@@ -152,7 +227,6 @@ def _header(fam: Family, *, openmetrics: bool) -> str:
     return f"# HELP {name} {doc}\n# TYPE {name} {fam.kind}\n"
 
 
-_go_float = cast(Callable[[float], str], floatToGoString)
 _MAX_CACHED_PREFIXES = 4096
 
 
@@ -182,11 +256,20 @@ class SampleCollector(Collector):
             self._sample = sample
 
     def collect(self) -> Iterable[Metric]:
-        return [f.metric() for f in self.families()]
+        return [*(f.metric() for f in self.families()), *(h.metric() for h in self.histograms())]
 
     def render_text(self, *, openmetrics: bool = False) -> str:
         """What prometheus_client would write for this collector (OpenMetrics without ``# EOF``), much cheaper."""
-        return self._text.render(self.families(), openmetrics=openmetrics)
+        text = self._text.render(self.families(), openmetrics=openmetrics)
+        return text + "".join(h.render() for h in self.histograms())
+
+    def histograms(self) -> list[HistogramData]:
+        """The block latency histogram, when a histogram backend measures it."""
+        with self._lock:
+            sample = self._sample
+        if sample is None:
+            return []
+        return [bio_latency(t.slots) for t in sample.totals if t.slots is not None]
 
     def families(self) -> list[Family]:
         """Every family of the latest sample and the streams, in exposition order."""
@@ -195,6 +278,7 @@ class SampleCollector(Collector):
         out: list[Family] = []
         if sample is not None:
             out += signal_families(sample)
+            out += total_families(sample.totals)
             out.append(
                 Family(
                     "mco_collector_backend_info",
@@ -269,7 +353,6 @@ class DurationHistogram:
         self._counts = [0] * len(les)
         self._sum = 0.0
         self._lock = threading.Lock()
-        self._bucket_prefixes = [f'{name}_bucket{{le="{le}"}} ' for le in les]
 
     def observe(self, seconds: float) -> None:
         """Count one observation (a bucket's bound is inclusive, as in Prometheus)."""
@@ -277,26 +360,12 @@ class DurationHistogram:
             self._counts[bisect.bisect_left(self._bounds, seconds)] += 1
             self._sum += seconds
 
-    def _snapshot(self) -> tuple[list[float], float]:
+    def snapshot(self) -> HistogramData:
+        """The counts so far."""
         with self._lock:
             counts, total = list(self._counts), self._sum
-        return [float(c) for c in itertools.accumulate(counts)], total
-
-    def metric(self) -> Metric:
-        """The prometheus_client form."""
-        cumulative, total = self._snapshot()
-        return HistogramMetricFamily(
-            self.name, self.help, buckets=list(zip(self._les, cumulative, strict=True)), sum_value=total
-        )
-
-    def render(self) -> str:
-        """Its text, the same in Prometheus 0.0.4 and OpenMetrics 1.0.0."""
-        cumulative, total = self._snapshot()
-        doc = self.help.replace("\\", r"\\").replace("\n", r"\n")
-        lines = [f"# HELP {self.name} {doc}\n# TYPE {self.name} histogram\n"]
-        lines += [f"{prefix}{_go_float(n)}\n" for prefix, n in zip(self._bucket_prefixes, cumulative, strict=True)]
-        lines.append(f"{self.name}_count {_go_float(cumulative[-1])}\n{self.name}_sum {_go_float(total)}\n")
-        return "".join(lines)
+        cumulative = [float(c) for c in itertools.accumulate(counts)]
+        return HistogramData(self.name, self.help, self._les, cumulative, total)
 
 
 class CollectorMetrics(Collector):
@@ -323,14 +392,14 @@ class CollectorMetrics(Collector):
         return Family("mco_collector_samples", "Samples taken", "counter", (), [((), float(self.samples_taken.value))])
 
     def collect(self) -> Iterable[Metric]:
-        return [*self.samples.collect(), self.sample_duration.metric(), self._taken().metric()]
+        return [*self.samples.collect(), self.sample_duration.snapshot().metric(), self._taken().metric()]
 
     def render_text(self, openmetrics: bool) -> bytes:
         """The exposition of the registry these metrics were registered in (holding nothing else).
 
         Byte for byte ``generate_latest(registry)`` (or OpenMetrics 1.0.0's) at a fraction of the cost.
         """
-        text = self.samples.render_text(openmetrics=openmetrics) + self.sample_duration.render()
+        text = self.samples.render_text(openmetrics=openmetrics) + self.sample_duration.snapshot().render()
         text += self.samples._text.render([self._taken()], openmetrics=openmetrics)
         body = text.encode() + self.runtime.render_text(openmetrics)
         return body + b"# EOF\n" if openmetrics else body

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mco_py.collector.procfs import online_cpus
-from mco_py.collector.signals import Absence, Reading, Unavailable, errno_kind, errno_text
+from mco_py.collector.signals import Absence, Reading, Total, Unavailable, errno_kind, errno_text
 from mco_py.collector.source import ProblemLog
 
 log = logging.getLogger(__name__)
@@ -314,6 +314,10 @@ class LlcSource:
                 Reading.absent(LLC, "perf", Absence.INSUFFICIENT_DATA, "no cache references counted in the interval")
             ]
         return [Reading(LLC, misses / refs, "perf", events=round(refs))]
+
+    def totals(self) -> list[Total]:
+        """No running counts."""
+        return []
 
     def close(self) -> None:
         if self._counters is not None:

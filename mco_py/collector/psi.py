@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 
 from mco_py.collector.procfs import PSI_KINDS, PsiLine, parse_psi, read_text
-from mco_py.collector.signals import Absence, Reading, Unavailable
+from mco_py.collector.signals import Absence, Reading, Total, Unavailable
 from mco_py.collector.source import ProblemLog
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,10 @@ class PsiSource:
             stalled_s = (line.total_us - previous[1]) / 1e6
             out.append(Reading(rate_name, min(100.0, 100.0 * stalled_s / (now - previous[0])), BACKEND))
         return out
+
+    def totals(self) -> list[Total]:
+        """Seconds stalled since boot per resource and line (the kernel's ``total=``)."""
+        return [Total(signal_name(r, k, "seconds"), total_us / 1e6) for (r, k), (_, total_us) in self._last.items()]
 
     def close(self) -> None:
         """Nothing to release."""

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from mco_py.collector.procfs import read_text
-from mco_py.collector.signals import Absence, Reading, Unavailable
+from mco_py.collector.signals import Absence, Reading, Total, Unavailable
 from mco_py.collector.source import ProblemLog
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,10 @@ class ResctrlSource:
         else:
             out.append(Reading(BANDWIDTH, (traffic - previous[1]) / (now - previous[0]), BACKEND))
         return out
+
+    def totals(self) -> list[Total]:
+        """No running counts."""
+        return []
 
     def close(self) -> None:
         """Nothing to release."""

@@ -14,7 +14,7 @@ from mco_py.collector.exporter import CollectorMetrics
 from mco_py.collector.perf import LlcSource
 from mco_py.collector.psi import PsiSource
 from mco_py.collector.resctrl import ResctrlSource
-from mco_py.collector.signals import Absence, NodeSample, Reading, Unavailable
+from mco_py.collector.signals import Absence, NodeSample, Reading, Total, Unavailable
 from mco_py.collector.source import ProblemLog, Source
 from mco_py.obs.logging import OnceFilter
 
@@ -69,9 +69,11 @@ class Sampler:
         """One sample covering the time since the previous one."""
         now = self._clock()
         readings: list[Reading] = []
+        totals: list[Total] = []
         for source in self.sources:
             try:
                 readings.extend(source.read(now))
+                totals.extend(source.totals())
             except Unavailable as exc:
                 readings.append(Reading.absent(source.group, source.backend, exc.kind, exc.reason))
             except Exception as exc:
@@ -83,7 +85,12 @@ class Sampler:
         interval = now - self._last if self._last is not None else 0.0
         self._last = now
         return NodeSample(
-            node=self.node, timestamp=self._wall(), interval=interval, readings=tuple(readings), backends=self.backends
+            node=self.node,
+            timestamp=self._wall(),
+            interval=interval,
+            readings=tuple(readings),
+            backends=self.backends,
+            totals=tuple(totals),
         )
 
     def close(self) -> None:

@@ -119,6 +119,23 @@ def absent_all(names: Iterable[str], backend: str, exc: Unavailable) -> list[Rea
 
 
 @dataclass(frozen=True, slots=True)
+class Total:
+    """A running count read with a sample, for a Prometheus counter or histogram; never streamed.
+
+    Counts come from the kernel (PSI ``total=`` and vmstat ``oom_kill``, since boot) or are
+    summed by the collector since it started (block requests); ``rate()`` copes with either
+    starting over.
+    """
+
+    name: str
+    """Key: ``psiCpuSomeSeconds`` (and the other PSI lines), ``oomKills``, ``bioRequests``, ``bioLatency``."""
+    value: float
+    """The count: seconds stalled for PSI, events otherwise (observations for the latency histogram)."""
+    slots: Mapping[int, int] | None = None
+    """Latency histogram only: slot (``histogram.py`` layout) -> observations since the collector started."""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSample:
     """Everything one collector measured in one interval."""
 
@@ -132,6 +149,8 @@ class NodeSample:
     """Every signal, present or absent."""
     backends: Mapping[str, str] = field(default_factory=dict)
     """Backend in use per signal group (``psi``, ``llc``, ``bio``, ...)."""
+    totals: tuple[Total, ...] = ()
+    """Running counts for the exporter's counters (collector-local: not sent to the analyzer)."""
 
     def get(self, name: str, device: str = "") -> Reading | None:
         """The reading of ``name`` (and ``device``), or None."""

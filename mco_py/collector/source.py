@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from mco_py.collector.signals import Reading
+from mco_py.collector.signals import Reading, Total
 from mco_py.obs.logging import OnceFilter
 
 
@@ -19,6 +19,10 @@ class Source(Protocol):
 
     def read(self, now: float) -> list[Reading]:
         """Readings for the interval ending at ``now`` (monotonic seconds); never raises for host trouble."""
+        ...
+
+    def totals(self) -> list[Total]:
+        """Running counts as of the last :meth:`read` (empty when the source has none)."""
         ...
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from mco_py.collector.biolatency import (
     AVG,
+    LATENCY,
     MINORBITS,
     P99,
     REQUESTS,
@@ -97,6 +98,10 @@ def test_diskstats_backend_is_an_average_never_a_p99(host_tree: Path) -> None:
     per_device = [r for r in readings if r.device == "vda"]
     assert per_device
     assert per_device[0].name == AVG
+    _bump_diskstats(host_tree / "proc/diskstats", "vda", ios=7, ticks=7)
+    source.read(2.0)
+    # requests since the collector started; an average gives no latency histogram
+    assert [(t.name, t.value, t.slots) for t in source.totals()] == [(REQUESTS, 57.0, None)]
 
 
 def test_garbled_diskstats_is_absent_not_zero(host_tree: Path) -> None:
@@ -200,6 +205,7 @@ def test_libbpf_and_tracefs_agree_under_direct_writes() -> None:
         direct_writes(1500)
         wait_traced(trace, 1000)  # the tracefs reader drains trace_pipe in its own thread
         bpf_readings, trace_readings = bpf.read(1.0), trace.read(1.0)
+        bpf_totals, trace_totals = bpf.totals(), trace.totals()
     finally:
         bpf.close()
         trace.close()
@@ -215,6 +221,11 @@ def test_libbpf_and_tracefs_agree_under_direct_writes() -> None:
     assert 0.01 < b.value < 1000
     assert t.value / 10 <= b.value <= t.value * 10, (b.value, t.value)
     assert node(bpf_readings, REQUESTS).value == b.events
+    for got, readings in ((bpf_totals, bpf_readings), (trace_totals, trace_readings)):
+        totals = {t.name: t for t in got}
+        assert totals[REQUESTS].value >= node(readings, REQUESTS).value  # this window and the first one
+        assert totals[LATENCY].slots is not None
+        assert totals[LATENCY].value == sum(totals[LATENCY].slots.values()) == totals[REQUESTS].value
     assert any(r.device and r.name == P99 for r in bpf_readings), "per-device series"
     # Closed: programs detached, instance removed.
     assert _our_bpf_programs() == []

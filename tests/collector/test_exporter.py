@@ -15,10 +15,17 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from prometheus_client.parser import text_string_to_metric_families
 
 from mco_py.collector.config import CollectorSettings, load_settings
-from mco_py.collector.exporter import SIGNAL_METRICS, CollectorMetrics
+from mco_py.collector.exporter import (
+    BIO_LATENCY_BOUNDS_US,
+    SIGNAL_METRICS,
+    TOTAL_METRICS,
+    CollectorMetrics,
+    bio_latency,
+)
+from mco_py.collector.histogram import latency_slot
 from mco_py.collector.main import CollectorDaemon
 from mco_py.collector.sampler import Sampler, open_sources
-from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
+from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus, Total
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -84,6 +91,12 @@ def test_running_collector_exports_fixture_values(host_tree: Path) -> None:
     assert series[("mco_collector_sample_duration_seconds_count", ())] >= 2
     assert "mco_node_cpu_steal_percent_raw" not in names(series)  # fixture frozen: no CPU time passes
     assert series[("mco_node_oom_kills_raw", ())] == 0.0
+    # the running counts in base units: the kernel's PSI total= in seconds, vmstat's oom_kill
+    io_full_total_us = int((host_tree / "proc/pressure/io").read_text().splitlines()[1].rsplit("=", 1)[1])
+    assert series[("mco_node_pressure_io_full_seconds_total", ())] == io_full_total_us / 1e6
+    assert series[("mco_node_oom_kills_total", ())] == 0.0
+    assert series[("mco_node_bio_requests_total", ())] == 0.0  # frozen diskstats
+    assert "mco_node_bio_latency_seconds_count" not in names(series)  # an average backend has no histogram
 
 
 def test_series_follow_presence() -> None:
@@ -144,6 +157,30 @@ def _readings(draw: st.DrawFn) -> Reading:
     return Reading.absent(name, "procfs", draw(st.sampled_from(list(Absence))), "why", device=device, events=events)
 
 
+_slots = st.dictionaries(st.integers(0, 130), st.integers(1, 10**9), max_size=40)
+_totals = st.lists(
+    st.builds(Total, st.sampled_from([*TOTAL_METRICS, "unknownTotal"]), st.floats(0, 1e12))
+    | st.builds(lambda slots: Total("bioLatency", float(sum(slots.values())), slots=slots), _slots),
+    max_size=8,
+)
+
+
+@given(latencies_us=st.lists(st.integers(0, 1 << 27), max_size=300))
+def test_the_latency_histogram_counts_exactly_at_every_bound(latencies_us: list[int]) -> None:
+    """Bounds are slot boundaries: a bucket counts exactly the requests faster than it (whole microseconds)."""
+    slots: dict[int, int] = {}
+    for us in latencies_us:
+        slots[latency_slot(us)] = slots.get(latency_slot(us), 0) + 1
+    hist = bio_latency(slots)
+    for bound, cumulative in zip(BIO_LATENCY_BOUNDS_US, hist.cumulative, strict=False):
+        assert cumulative == sum(1 for us in latencies_us if us < bound)
+    assert hist.les[-1] == "+Inf"
+    assert hist.cumulative[-1] == len(latencies_us)
+    assert hist.les[0] == "1.6e-05"
+    # the sum is estimated from slot midpoints: within a slot's width (about 19 %, 1 us at the bottom)
+    assert abs(hist.total - sum(latencies_us) / 1e6) <= sum(max(1.0, 0.2 * us) for us in latencies_us) / 1e6
+
+
 @pytest.fixture(scope="module")
 def frozen_proc(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A /proc whose ``self`` never changes: the process_* series render the same twice."""
@@ -181,11 +218,13 @@ def frozen_proc(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ),
     durations=st.lists(st.floats(0, 2), max_size=5),
     with_sample=st.booleans(),
+    totals=_totals,
 )
 def test_fast_exposition_is_byte_for_byte_prometheus_client(
     frozen_proc: Path,
     *,
     readings: list[Reading],
+    totals: list[Total],
     backends: dict[str, str],
     statuses: list[StreamStatus],
     durations: list[float],
@@ -194,7 +233,7 @@ def test_fast_exposition_is_byte_for_byte_prometheus_client(
     registry = CollectorRegistry()
     metrics = CollectorMetrics(registry, streams=lambda: statuses, process_proc_root=str(frozen_proc))
     if with_sample:
-        metrics.samples.update(NodeSample("n", 0.0, 1.0, tuple(readings), backends))
+        metrics.samples.update(NodeSample("n", 0.0, 1.0, tuple(readings), backends, tuple(totals)))
     for seconds in durations:
         metrics.sample_duration.observe(seconds)
         metrics.samples_taken.inc()

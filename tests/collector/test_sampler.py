@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from mco_py.collector.psi import PsiSource
 from mco_py.collector.sampler import SampleLoop, Sampler
-from mco_py.collector.signals import Absence, NodeSample, Reading
+from mco_py.collector.signals import Absence, NodeSample, Reading, Total
 from mco_py.collector.stream import reading_to_proto
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 
@@ -23,6 +23,9 @@ class Exploding:
 
     def read(self, now: float) -> list[Reading]:
         raise ZeroDivisionError("bug in a source")
+
+    def totals(self) -> list[Total]:
+        return []
 
     def close(self) -> None:
         raise RuntimeError("close failed too")

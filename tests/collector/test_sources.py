@@ -36,6 +36,15 @@ def test_psi_values_and_rate(host_tree: Path) -> None:
     assert second["psiIoFullRate"].value == pytest.approx(20.0)
     assert second["psiCpuSomeRate"].value == 0.0
     assert second["psiIoSomeRate"].backend == "procfs"
+    # running totals: the kernel's total= in seconds (counters, not the interval's share)
+    totals = {t.name: t.value for t in source.totals()}
+    assert len(totals) == 6
+    io_some_us = int((host_tree / "proc/pressure/io").read_text().split()[4].split("=")[1])
+    assert totals["psiIoSomeSeconds"] == io_some_us / 1e6
+    _break(host_tree / "proc/pressure/io", "garbage")
+    source.read(101.0)
+    assert "psiIoSomeSeconds" not in {t.name for t in source.totals()}  # unreadable: no counter, never 0
+    assert "psiCpuSomeSeconds" in {t.name for t in source.totals()}
 
 
 def _break(path: Path, how: str) -> None:
@@ -127,8 +136,10 @@ def _read_as_nobody(tree: Path) -> str:
 
 def test_steal_and_oom_deltas(host_tree: Path) -> None:
     steal, oom = StealSource(host_tree / "proc"), OomSource(host_tree / "proc")
+    assert oom.totals() == []  # nothing read yet
     assert steal.read(0.0)[0].absence is Absence.WARMING_UP
     assert oom.read(0.0)[0].absence is Absence.WARMING_UP
+    before = oom.totals()[0].value
     stat = host_tree / "proc/stat"
     lines = stat.read_text().splitlines()
     fields = lines[0].split()
@@ -147,6 +158,8 @@ def test_steal_and_oom_deltas(host_tree: Path) -> None:
     )
     assert steal.read(1.0)[0].value == pytest.approx(10.0)
     assert oom.read(1.0)[0].value == 3.0
+    assert [(t.name, t.value) for t in oom.totals()] == [(OOM, before + 3)]  # since boot, from the kernel
+    assert steal.totals() == []
 
 
 def test_oom_missing_vmstat_line(host_tree: Path) -> None:

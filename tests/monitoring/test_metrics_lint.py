@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from mco_py.analysis.policy import Fallback, ReportState
 from mco_py.analyzer.metrics import AnalyzerMetrics
-from mco_py.collector.exporter import SIGNAL_METRICS, CollectorMetrics
-from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
+from mco_py.collector.exporter import SIGNAL_METRICS, TOTAL_METRICS, CollectorMetrics
+from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus, Total
 from mco_py.extender.metrics import ExtenderMetrics
 from mco_py.model import DimensionScore, Level, NodeAssessment
 
@@ -51,11 +51,15 @@ def test_the_collector_with_every_signal_present() -> None:
     per_device = ("bioLatencyP99Ms", "bioLatencyAvgMs")
     readings += [Reading(name, 2.5, "libbpf", device="sda", events=40) for name in per_device]
     readings.append(Reading.absent("llcMissRate", "perf", Absence.UNSUPPORTED, "no PMU"))
-    metrics.samples.update(NodeSample("n1", 1.0, 1.0, tuple(readings), {"psi": "procfs"}))
+    totals = [Total(name, 12.5) for name in TOTAL_METRICS]
+    totals.append(Total("bioLatency", 7.0, slots={3: 1, 40: 5, 90: 1}))
+    metrics.samples.update(NodeSample("n1", 1.0, 1.0, tuple(readings), {"psi": "procfs"}, tuple(totals)))
     metrics.sample_duration.observe(0.002)
     metrics.samples_taken.inc()
     body = metrics.render_text(False)
     assert all(name.encode() in body for name in SEED_MS_NAMES)
+    assert b"\nmco_node_pressure_io_full_seconds_total 12.5\n" in body
+    assert b'\nmco_node_bio_latency_seconds_bucket{le="+Inf"} 7.0\n' in body
     for line in problems(body):
         name, _, problem = line.partition(" ")
         assert name in SEED_MS_NAMES, line
