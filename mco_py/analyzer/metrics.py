@@ -122,6 +122,13 @@ class AnalyzerMetrics:
         self.rules_reloads = Counter(
             "mco_analyzer_rules_reload_total", "Rules reload attempts by result", ["result"], registry=registry
         )
+        self.rules_source_valid = Gauge(
+            "mco_analyzer_rules_source_valid",
+            "0 while the rules document at the source is rejected as invalid (the last good rules stay in force), "
+            "else 1",
+            registry=registry,
+        )
+        self.rules_source_valid.set(1)
         self.samples.labels("accepted", "none")
         for reason in REJECT_REASONS:
             self.samples.labels("rejected", reason)

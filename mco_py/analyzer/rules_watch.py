@@ -2,7 +2,8 @@
 
 Every ``interval`` seconds the source is read again. A valid, changed document replaces
 the rules in force; an invalid one is refused (logged, counted in
-``mco_analyzer_rules_reload_total{result="invalid"}``, reported once per distinct
+``mco_analyzer_rules_reload_total{result="invalid"}``, ``mco_analyzer_rules_source_valid`` 0
+until a valid document replaces it, reported once per distinct
 document through ``report_invalid``) and the last good rules stay. A format-1 document is
 read converted, with one warning per document that says what changed.
 """
@@ -72,6 +73,8 @@ class RulesWatcher:
         """One attempt; returns the result label (success, unchanged, invalid, missing, error)."""
         result = self._reload()
         self.engine.metrics.rules_reloads.labels(result).inc()
+        if result != "error":  # unreadable: nothing known about the document
+            self.engine.metrics.rules_source_valid.set(0 if result == "invalid" else 1)
         return result
 
     def _reload(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -101,8 +102,10 @@ def judge(views: list[PartView]) -> list[Check]:
             continue
         if view.part == "collector":
             out += list(_collector_checks(samples))
+            out += list(_stream_auth(view))
         elif view.part == "analyzer":
             out += list(_analyzer_checks(samples))
+            out += list(_stream_auth(view))
         elif view.part == "extender":
             out += list(_extender_checks(view, samples))
     return out
@@ -207,6 +210,52 @@ def _collector_checks(samples: Samples) -> Iterator[Check]:
         yield Check("collector stream", Verdict.OK, "connected to " + connected)
 
 
+_LOOPBACK = re.compile(r"^(localhost|127(\.\d+){3}|\[?::1\]?)$")
+
+
+def _loopback(address: str) -> bool:
+    """``127.0.0.1:9876``, ``localhost:9876``, ``[::1]:9876`` (not ``:9876``, which is every address)."""
+    host = address.rpartition(":")[0] if ":" in address else address
+    return bool(_LOOPBACK.match(host))
+
+
+def _stream_auth(view: PartView) -> Iterator[Check]:
+    """How the gRPC stream is protected, from the part's configuration (docs/security.md)."""
+    s = view.settings
+    if view.part == "collector" and not (s.get("stream") and s.get("analyzers")):
+        return
+    name = f"{view.part} stream auth"
+    configured = s.get("analyzers")
+    analyzers = [str(a) for a in configured] if isinstance(configured, list) else []
+    addresses = [str(s.get("listen", ""))] if view.part == "analyzer" else analyzers
+    local = all(_loopback(a) for a in addresses)
+    cert, token = bool(s.get("tls_cert")), bool(s.get("token_file"))
+    if view.part == "analyzer":  # serves TLS with a certificate; asks clients for one with a CA
+        tls, client_cert = cert, bool(s.get("tls_ca"))
+    else:  # dials TLS with a CA or a certificate; presents the certificate
+        tls, client_cert = cert or bool(s.get("tls_ca")), cert
+    if tls and client_cert:
+        yield Check(name, Verdict.OK, "mutual TLS (client certificates)" + (" and a bearer token" if token else ""))
+    elif tls and token:
+        yield Check(name, Verdict.OK, "TLS and a bearer token")
+    elif local:
+        yield Check(name, Verdict.OK, "loopback only (" + ("TLS, " if tls else "plaintext, ") + "no client identity)")
+    else:
+        what = (
+            "TLS without client authentication: anyone who reaches it can send samples"
+            if tls
+            else "a bearer token in plaintext: anyone on the path can read and reuse it"
+            if token
+            else "plaintext and unauthenticated (mco_insecure_plaintext_grpc)"
+        )
+        yield Check(
+            name,
+            Verdict.WARN,
+            f"{what}; {', '.join(addresses)}",
+            "give it certificates: rerun the playbook without mco_insecure_plaintext_grpc (docs/security.md)",
+        )
+
+
 def _analyzer_checks(samples: Samples) -> Iterator[Check]:
     leader = _one(samples, "mco_analyzer_leader", 0.0)
     if leader:
@@ -232,14 +281,23 @@ def _analyzer_checks(samples: Samples) -> Iterator[Check]:
     info = samples.get("mco_analyzer_rules_info", [])
     version = info[0][0].get("version", "?") if info else "?"
     rejected = sum(v for lb, v in samples.get("mco_analyzer_rules_reload_total", []) if lb.get("result") == "invalid")
-    if rejected:
+    valid = _one(samples, "mco_analyzer_rules_source_valid")
+    if valid == 0 or (valid is None and rejected):  # older analyzers: only the count since start
         yield Check(
             "analyzer rules",
             Verdict.WARN,
-            f"rules version {version} in force; {int(rejected)} reload(s) since the analyzer started "
+            f"rules version {version} in force; the document in place is invalid and refused"
+            if valid == 0
+            else f"rules version {version} in force; {int(rejected)} reload(s) since the analyzer started "
             "rejected an invalid document",
-            "`mco rules validate` the document in place now; the analyzer's log names each problem "
-            "(this count is since start: a fixed document still shows it until a restart)",
+            "`mco rules validate` the document in place; the analyzer's log (or the ConfigMap's Event) "
+            "names each problem",
+        )
+    elif rejected:
+        yield Check(
+            "analyzer rules",
+            Verdict.OK,
+            f"rules version {version} in force (an invalid document was refused earlier; fixed since)",
         )
     else:
         yield Check("analyzer rules", Verdict.OK, f"rules version {version} in force")

@@ -1,4 +1,5 @@
-"""``mco doctor``: check MCO on this host, print a verdict and a next step per check.
+"""``mco doctor``: check MCO on this host (or, with ``--cluster``, in the cluster), print a
+verdict and a next step per check.
 
 Exit code: the worst verdict (0 ok, 1 warn, 2 fail). ``--bundle FILE`` also writes a tarball
 for a bug report: this run's checks, the parts' configuration files (secrets redacted),
@@ -18,13 +19,19 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from mco_py.doctor.checks import Check, Verdict, judge
-from mco_py.doctor.probe import PARTS, probe_host
+import yaml
+
+from mco_py.doctor.checks import Check, PartView, Verdict, judge
+from mco_py.doctor.probe import PARTS, probe_host, read_config
+from mco_py.errors import MCOError
 
 DEFAULT_CONFIG_DIR = Path("/etc/mco")
 DEFAULT_LOG_DIR = Path("/var/log/mco")
+#: The extender's default crStatusTTLSeconds (docs/configuration.md).
+DEFAULT_TTL_S = 30.0
 #: Bytes of each log file's end put in a bundle.
 LOG_TAIL_BYTES = 1024 * 1024
 #: ``key: value`` (or ``key=value``, a list item, a quoted key) lines whose key names a secret
@@ -42,21 +49,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for each local endpoint")
     parser.add_argument("--bundle", type=Path, help="also write a .tar.gz for a bug report (secrets redacted)")
     parser.add_argument("--log-dir", type=Path, default=DEFAULT_LOG_DIR, help="logs put in the bundle (/var/log/mco)")
+    cluster = parser.add_argument_group("cluster checks")
+    cluster.add_argument(
+        "--cluster",
+        action="store_true",
+        help="check the cluster instead of this host: report, analyzer leader, Volcano's extender entry, "
+        "Kata/KVM labels, each MCO identity's RBAC",
+    )
+    cluster.add_argument("--kubeconfig", help="kubeconfig (else $KUBECONFIG, in-cluster, ~/.kube/config)")
+    cluster.add_argument("--context", help="kubeconfig context")
+    cluster.add_argument(
+        "--ttl",
+        type=float,
+        help="the extender's crStatusTTLSeconds (default: from <config-dir>/extender.yaml, else 30)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     progress = _progress if sys.stderr.isatty() else _quiet
-    views, problems = probe_host(args.config_dir, timeout=args.timeout, progress=progress)
-    checks = [
-        Check(
-            "configuration",
-            Verdict.FAIL,
-            problem,
-            "fix the file (docs/configuration.md) and rerun the playbook",
-        )
-        for problem in problems
-    ]
-    checks += judge(views) if views or not problems else []
+    views: list[PartView] = []
+    if args.cluster:
+        checks = _cluster_checks(args, progress)
+    else:
+        views, problems = probe_host(args.config_dir, timeout=args.timeout, progress=progress)
+        checks = [
+            Check(
+                "configuration",
+                Verdict.FAIL,
+                problem,
+                "fix the file (docs/configuration.md) and rerun the playbook",
+            )
+            for problem in problems
+        ]
+        checks += judge(views) if views or not problems else []
     worst = max((c.verdict for c in checks), default=Verdict.OK)
     if args.output == "json":
         sys.stdout.write(json.dumps(_document(checks, worst), indent=2) + "\n")
@@ -71,6 +96,28 @@ def run(args: argparse.Namespace) -> int:
             return max(int(worst), 1)
         print(f"bundle written to {args.bundle} (secrets redacted; check it before you share it)", file=sys.stderr)
     return int(worst)
+
+
+def _cluster_checks(args: argparse.Namespace, progress: Callable[[str], None]) -> list[Check]:
+    from mco_py.doctor.cluster_checks import judge_cluster  # noqa: PLC0415 - host checks need no client
+    from mco_py.doctor.cluster_probe import Api, probe_cluster  # noqa: PLC0415
+    from mco_py.kube.client import load_api_client  # noqa: PLC0415
+
+    try:
+        api = load_api_client(args.kubeconfig, context=args.context)
+    except MCOError as exc:
+        return [Check("kubeconfig", Verdict.FAIL, str(exc), "pass --kubeconfig, or set $KUBECONFIG")]
+    view = probe_cluster(Api(api, timeout=args.timeout), progress=progress)
+    return judge_cluster(view, ttl=args.ttl if args.ttl is not None else _extender_ttl(args.config_dir))
+
+
+def _extender_ttl(config_dir: Path) -> float:
+    """``crStatusTTLSeconds`` of this host's extender, else the extender's default."""
+    try:
+        value = read_config(config_dir / "extender.yaml").get("crStatusTTLSeconds", DEFAULT_TTL_S)
+        return float(value) if float(value) > 0 else DEFAULT_TTL_S
+    except (OSError, ValueError, TypeError, yaml.YAMLError):
+        return DEFAULT_TTL_S
 
 
 def _progress(message: str) -> None:

@@ -160,7 +160,6 @@ def probe_part(part: str, path: Path, config: dict[str, Any], *, timeout: float)
             ready = http_get(host, port, "/readyz", timeout)
         except OSError:
             ready = None
-    settings = {"crStatusTTLSeconds": config.get("crStatusTTLSeconds", 30)} if part == "extender" else {}
     return PartView(
         part=part,
         port=port,
@@ -171,8 +170,23 @@ def probe_part(part: str, path: Path, config: dict[str, Any], *, timeout: float)
         metrics=metrics,
         metrics_error=error,
         ready=ready,
-        settings=settings,
+        settings=settings_of(part, config),
     )
+
+
+def settings_of(part: str, config: dict[str, Any]) -> dict[str, object]:
+    """What the checks need from a part's configuration: the extender's TTL; how the analyzer and
+    the collector authenticate their gRPC stream (whether each credential is set, never its value)."""
+    if part == "extender":
+        return {"crStatusTTLSeconds": config.get("crStatusTTLSeconds", 30)}
+    out: dict[str, object] = {key: bool(config.get(key)) for key in ("tls_ca", "tls_cert", "token_file")}
+    if part == "analyzer":
+        out["listen"] = str(config.get("listen") or ":9876")
+    else:
+        out["stream"] = config.get("stream", True) is not False
+        analyzers = config.get("analyzers") or []
+        out["analyzers"] = [str(a) for a in analyzers] if isinstance(analyzers, list) else [str(analyzers)]
+    return out
 
 
 def probe_host(

@@ -59,7 +59,7 @@ _SLASHES = re.compile(r"/{2,}")
 _LOG_INTERVAL = 1.0
 
 
-def _volcano_format(version: str | None, default: str) -> str | None:
+def volcano_format(version: str | None, default: str) -> str | None:
     """Reply format for a URL version segment; None when the segment names no supported Volcano."""
     if version is None:
         return default
@@ -130,7 +130,7 @@ class ExtenderApp:
         version: str | None = None
         if match:
             route = f"volcano_{match['verb']}"
-            version = _volcano_format(match["version"], self.volcano_version)
+            version = volcano_format(match["version"], self.volcano_version)
         else:
             route = {
                 "/kube/filter": "kube_filter",

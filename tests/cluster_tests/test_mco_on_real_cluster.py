@@ -9,6 +9,9 @@ the extender, with the report fresh, stale, and with the extender down.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -188,6 +191,92 @@ def test_the_analyzer_works_with_its_own_serviceaccount_token_only(env: Env) -> 
     assert set(config["users"][0]["user"]) == {"token"}
     errors = [line for line in env.analyzer.lines() if line.get("level") == "error"]  # type: ignore[union-attr]
     assert not [e for e in errors if "forbidden" in json.dumps(e).lower()], errors
+
+
+def _doctor(env: Env, kubeconfig: Path | None = None) -> tuple[int, dict[str, tuple[str, str]]]:
+    """``mco doctor --cluster -o json`` as an operator runs it: exit code, and per check its worst
+    verdict and that verdict's detail."""
+    run = subprocess.run(
+        [sys.executable, "-m", "mco_py.cli", "doctor", "--cluster", "-o", "json", "--ttl", str(TTL),
+         "--kubeconfig", str(kubeconfig or env.cluster.admin_kubeconfig)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    order = {"ok": 0, "warn": 1, "fail": 2}
+    checks: dict[str, tuple[str, str]] = {}
+    for check in json.loads(run.stdout)["checks"]:
+        seen = checks.get(check["name"])
+        if seen is None or order[check["verdict"]] > order[seen[0]]:
+            checks[check["name"]] = (check["verdict"], check["detail"])
+    return run.returncode, checks
+
+
+def test_doctor_checks_the_cluster_and_names_each_broken_part(env: Env) -> None:
+    env.start_analyzer()
+    _fresh(env)
+    code, checks = _doctor(env)
+    assert {name: verdict for name, (verdict, _) in checks.items()} == {
+        "report CRD": "ok",
+        "cluster report": "ok",
+        "nodes in the report": "ok",
+        "analyzer leader": "ok",
+        "volcano extender": "ok",
+        "kata runtime": "ok",
+        "rbac mco-analyzer": "ok",
+        "rbac mco-scheduler-extender": "ok",
+    }, checks
+    assert code == 0
+    assert "by analyzer-test" in checks["cluster report"][1]
+    assert checks["analyzer leader"][1].startswith("analyzer-test, renewed")
+    assert f"{env.extender_url}/volcano/v1.10, Volcano v1.14" in checks["volcano extender"][1]
+    assert checks["kata runtime"][1] == "1 Nodes run kata-qemu: node-3"
+    table = subprocess.run(
+        [sys.executable, "-m", "mco_py.cli", "doctor", "--cluster", "--ttl", str(TTL)],
+        env={**os.environ, "KUBECONFIG": str(env.cluster.admin_kubeconfig)},
+        capture_output=True, text=True, timeout=120, check=False,
+    ).stdout  # fmt: skip
+    print(table)  # docs/operations.md shows it
+    assert table.splitlines()[-1] == "verdict: ok (8 ok, 0 warn, 0 fail)", table
+    # one more right than it needs: named, with the right that is too much
+    env.kubectl("-n", NS, "create", "role", "doctor-extra", "--verb=get", "--resource=secrets")
+    env.kubectl("-n", NS, "create", "rolebinding", "doctor-extra", "--role=doctor-extra",
+                f"--serviceaccount={NS}:mco-scheduler-extender")  # fmt: skip
+    try:
+        code, checks = _doctor(env)
+        extra = ("warn", "has more than it needs: may get secrets in mco-system")
+        assert checks["rbac mco-scheduler-extender"] == extra
+        assert code == 1
+    finally:
+        env.kubectl("-n", NS, "delete", "rolebinding,role", "doctor-extra")
+    # Volcano's entry with ignorable as a string (Volcano would read it as false)
+    configmap = env.json("get", "configmap", "-n", "volcano-system", "volcano-scheduler-configmap")
+    conf = configmap["data"]["volcano-scheduler.conf"]
+    assert "extender.ignorable: true" in conf
+    broken = conf.replace("extender.ignorable: true", 'extender.ignorable: "true"')
+    patch = ["-n", "volcano-system", "patch", "configmap", "volcano-scheduler-configmap", "--type=merge", "-p"]
+    env.kubectl(*patch, json.dumps({"data": {"volcano-scheduler.conf": broken}}))
+    try:
+        _, checks = _doctor(env)
+        assert checks["volcano extender"][0] == "fail"
+        assert "ignorable must be the YAML bool true (is a string)" in checks["volcano extender"][1]
+    finally:
+        env.kubectl(*patch, json.dumps({"data": {"volcano-scheduler.conf": conf}}))
+    # a kubeconfig that may not ask the authorizer (the extender's own) says so instead of guessing
+    _, checks = _doctor(env, env.kubeconfig("mco-scheduler-extender"))
+    assert checks["rbac mco-analyzer"][0] == "warn"
+    assert "cannot ask the authorizer: SubjectAccessReview: HTTP 403" in checks["rbac mco-analyzer"][1]
+    assert checks["report CRD"][0] == "fail"
+    assert "HTTP 403" in checks["report CRD"][1]
+    assert checks["cluster report"][0] == "ok"  # it may read the report
+    # the analyzer stops: no leader, and the report goes stale past the TTL
+    assert env.analyzer is not None
+    env.analyzer.stop()
+    time.sleep(TTL + 1.0)
+    code, checks = _doctor(env)
+    assert code == 2
+    assert checks["analyzer leader"][0] == "fail"
+    assert "no analyzer leads" in checks["analyzer leader"][1]
+    assert checks["cluster report"][0] == "fail"
+    assert "beyond the extender's TTL (4 s)" in checks["cluster report"][1]
 
 
 def test_rules_edited_by_hand_are_never_silently_overwritten(env: Env) -> None:

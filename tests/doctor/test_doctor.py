@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from mco_py.analysis.rules import default_rules_text
 from mco_py.doctor.checks import Check, PartView, Verdict, judge
 from mco_py.doctor.main import redact
 from mco_py.doctor.probe import is_part, probe_host
@@ -65,6 +66,8 @@ def test_a_healthy_host_passes_then_each_broken_part_is_named(host: Host) -> Non
         *(f"{part} {what}" for part in PARTS for what in ("process", "port", "metrics")),
         "collector signals",
         "collector stream",
+        "collector stream auth",
+        "analyzer stream auth",
         "analyzer leader",
         "analyzer collectors",
         "analyzer rules",
@@ -74,13 +77,18 @@ def test_a_healthy_host_passes_then_each_broken_part_is_named(host: Host) -> Non
     }
     assert "report mode" in healthy["by_name"]["extender mode"]["detail"]
     assert "llcMissRate (disabled)" in healthy["by_name"]["collector signals"]["detail"]
+    assert healthy["by_name"]["analyzer stream auth"]["detail"] == "loopback only (plaintext, no client identity)"
 
     # corrupt rules: the analyzer keeps its rules and says so; doctor warns
     host.rules.write_text("version: [broken\n")
     rules = host.until(lambda c: c["analyzer rules"]["verdict"] == "warn", "the rejected rules")
     assert rules["rc"] == 1
-    assert "rejected an invalid document" in rules["by_name"]["analyzer rules"]["detail"]
+    assert "the document in place is invalid and refused" in rules["by_name"]["analyzer rules"]["detail"]
     assert "mco rules validate" in rules["by_name"]["analyzer rules"]["nextStep"]
+    # fixed: ok again at once, and it remembers the refusal
+    host.rules.write_text(default_rules_text())
+    fixed = host.until(lambda c: c["analyzer rules"]["verdict"] == "ok", "the fixed rules")
+    assert "refused earlier; fixed since" in fixed["by_name"]["analyzer rules"]["detail"]
 
     # the analyzer stops: its process and port are gone, the collector loses its stream and
     # the extender falls back once the report is older than its TTL (2 s)
@@ -242,3 +250,36 @@ def test_the_bundle_is_private_and_reads_no_links(host: DoctorHost, tmp_path: Pa
     assert stat.S_IMODE(bundle.stat().st_mode) == 0o600
     with tarfile.open(bundle) as tar:
         assert not [name for name in tar.getnames() if name.endswith("stolen.log")]
+
+
+AUTH_CASES = [
+    ("analyzer", {"listen": ":9876", "tls_cert": True, "tls_ca": True}, Verdict.OK, "mutual TLS (client certificates)"),
+    ("analyzer", {"listen": ":9876", "tls_cert": True, "token_file": True}, Verdict.OK, "TLS and a bearer token"),
+    ("analyzer", {"listen": ":9876", "tls_cert": True}, Verdict.WARN, "TLS without client authentication"),
+    ("analyzer", {"listen": ":9876", "token_file": True}, Verdict.WARN, "a bearer token in plaintext"),
+    ("analyzer", {"listen": ":9876"}, Verdict.WARN, "plaintext and unauthenticated (mco_insecure_plaintext_grpc)"),
+    ("analyzer", {"listen": "127.0.0.1:9876"}, Verdict.OK, "loopback only (plaintext"),
+    ("analyzer", {"listen": "[::1]:9876"}, Verdict.OK, "loopback only (plaintext"),
+    ("collector", {"stream": True, "analyzers": ["ctl:9876"], "tls_ca": True, "tls_cert": True}, Verdict.OK, "mutual"),
+    ("collector", {"stream": True, "analyzers": ["ctl:9876"], "tls_ca": True}, Verdict.WARN, "TLS without client"),
+    ("collector", {"stream": True, "analyzers": ["ctl:9876", "127.0.0.1:9876"]}, Verdict.WARN, "ctl:9876, 127.0.0.1"),
+    ("collector", {"stream": True, "analyzers": ["localhost:9876"]}, Verdict.OK, "loopback only"),
+]
+
+
+@pytest.mark.parametrize(("part", "settings", "verdict", "says"), AUTH_CASES)
+def test_stream_auth_is_judged_from_the_configuration(
+    part: str, settings: dict[str, object], verdict: Verdict, says: str
+) -> None:
+    metrics = f'mco_build_info{{component="{part}",version="1",python="3"}} 1.0\n'
+    view = PartView(part, 9877, process="pid 1", port_is_own=True, metrics=metrics, settings=settings)
+    check = next(c for c in judge([view]) if c.name == f"{part} stream auth")
+    assert check.verdict is verdict, check
+    assert says in check.detail, check
+    if verdict is Verdict.WARN:
+        assert "mco_insecure_plaintext_grpc" in check.next_step
+
+
+def test_an_exporter_only_collector_has_no_stream_to_judge() -> None:
+    view = PartView("collector", 9877, process="pid 1", port_is_own=True, metrics="", settings={"stream": False})
+    assert not [c for c in judge([view]) if c.name == "collector stream auth"]

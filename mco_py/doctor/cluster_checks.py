@@ -1,0 +1,473 @@
+"""What ``mco doctor --cluster`` concludes from what it read from the API server: pure functions.
+
+The probe (:mod:`mco_py.doctor.cluster_probe`) reads a :class:`ClusterView` (the report's CRD and
+object, Nodes, the analyzer's Lease, Volcano's scheduler configuration and version, the Kata
+RuntimeClass, and the authorizer's answer for each MCO identity); :func:`judge_cluster` turns it
+into :class:`~mco_py.doctor.checks.Check` results.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+from mco_py.doctor.checks import Check, Verdict
+from mco_py.extender.app import volcano_format
+from mco_py.model import GROUP, PLURAL
+
+NAMESPACE = "mco-system"
+CRD_NAME = f"{PLURAL}.{GROUP}"
+REPORT_NAME = "cluster"
+LEASE_NAME = "mco-analyzer"
+VOLCANO_NAMESPACE = "volcano-system"
+VOLCANO_CONFIGMAP = "volcano-scheduler-configmap"
+VOLCANO_CONF_KEY = "volcano-scheduler.conf"
+VOLCANO_DEPLOYMENT = "volcano-scheduler"
+KATA_RUNTIME_CLASS = "kata-qemu"
+KATA_LABEL = "katacontainers.io/kata-runtime"
+KVM_LABEL = "mco.many-core.io/kvm-ready"
+#: Below this, a 1,000-node prioritize call (200-300 ms) can time out (docs/volcano.md).
+MIN_HTTP_TIMEOUT_S = 1.0
+#: Node names listed in a detail before "and N more".
+NAMES_SHOWN = 5
+
+DEPLOY_STEP = "rerun `ansible-playbook playbooks/site.yml` (docs/runbooks.md#deploy)"
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One question for the authorizer: may ServiceAccount ``identity`` (in ``mco-system``) do this?
+
+    ``resource`` is written as for ``kubectl auth can-i``: ``resource[.group][/name][#subresource]``.
+    """
+
+    identity: str
+    verb: str
+    resource: str
+    namespace: str = ""
+    expected: bool = True
+    """True: the identity needs it; False: it must not have it (least privilege)."""
+
+    def parts(self) -> tuple[str, str, str, str]:
+        """(group, resource, name, subresource)."""
+        rest, _, subresource = self.resource.partition("#")
+        kind, _, name = rest.partition("/")
+        resource, _, group = kind.partition(".")
+        return group, resource, name, subresource
+
+    def describe(self) -> str:
+        """``patch nodeinterferencereports.mco.many-core.io#status`` (``in mco-system``)."""
+        where = f" in {self.namespace}" if self.namespace else ""
+        return f"{self.verb} {self.resource}{where}"
+
+
+def _identity(name: str, *rows: tuple[bool, str, str, str]) -> tuple[Access, ...]:
+    return tuple(Access(name, verb, resource, namespace, expected) for expected, verb, resource, namespace in rows)
+
+
+_NIR = CRD_NAME
+#: What each MCO identity needs and must not have: the roles' RBAC (roles/mco_crds/templates/rbac.yaml.j2),
+#: shown in docs/security.md and checked against the real kube-apiserver by the cluster tier.
+ACCESS: tuple[Access, ...] = (
+    *_identity(
+        "mco-analyzer",
+        (True, "get", _NIR, ""),
+        (True, "create", _NIR, ""),
+        (True, "patch", f"{_NIR}#status", ""),
+        (False, "delete", _NIR, ""),
+        (False, "patch", _NIR, ""),
+        (True, "get", "configmaps/mco-detection-rules", NAMESPACE),
+        (False, "get", "configmaps/other", NAMESPACE),
+        (False, "list", "configmaps", NAMESPACE),
+        (False, "update", "configmaps/mco-detection-rules", NAMESPACE),
+        (True, "create", "events", NAMESPACE),
+        (False, "create", "events", "default"),
+        (True, "create", "leases.coordination.k8s.io", NAMESPACE),
+        (True, "update", f"leases.coordination.k8s.io/{LEASE_NAME}", NAMESPACE),
+        (False, "update", "leases.coordination.k8s.io/other", NAMESPACE),
+        (False, "get", "secrets", NAMESPACE),
+        (False, "list", "nodes", ""),
+        (False, "create", "pods", "default"),
+    ),
+    *_identity(
+        "mco-scheduler-extender",
+        (True, "get", _NIR, ""),
+        (True, "watch", _NIR, ""),
+        (False, "patch", f"{_NIR}#status", ""),
+        (False, "create", _NIR, ""),
+        (True, "list", "nodes", ""),
+        (True, "watch", "nodes", ""),
+        (False, "patch", "nodes", ""),
+        (False, "get", "secrets", NAMESPACE),
+        (False, "get", "configmaps", NAMESPACE),
+        (False, "create", "pods/binding", "default"),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """One object (or list) read from the API server: the JSON document, or why there is none."""
+
+    doc: Any = None
+    """The object as JSON (``None``: not found, or not readable)."""
+    error: str = ""
+    """Why it could not be read (empty: read, or simply not there)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What the probe read; ``now`` is when (seconds since the Unix epoch)."""
+
+    now: float
+    crd: Read = field(default_factory=Read)
+    report: Read = field(default_factory=Read)
+    nodes: Read = field(default_factory=Read)
+    """A NodeList."""
+    lease: Read = field(default_factory=Read)
+    volcano_conf: Read = field(default_factory=Read)
+    """The scheduler ConfigMap."""
+    volcano_deployment: Read = field(default_factory=Read)
+    runtime_class: Read = field(default_factory=Read)
+    access: Sequence[tuple[Access, bool | None, str]] = ()
+    """(question, the authorizer's answer or None, why there is no answer)."""
+    reachable: bool = True
+    """False: the first read failed for a reason every other read shares (unreachable, HTTP 401)."""
+
+
+def judge_cluster(view: ClusterView, *, ttl: float) -> list[Check]:
+    """Every cluster check, in the order an operator would look (``ttl``: the extender's
+    ``crStatusTTLSeconds``)."""
+    checks = [_crd(view.crd)]
+    if not view.reachable:
+        return checks
+    checks += _report(view, ttl)
+    checks.append(_lease(view.lease, view.now))
+    checks += _volcano(view.volcano_conf, view.volcano_deployment)
+    checks += _kata(view.runtime_class, view.nodes)
+    checks += _access(view.access)
+    return checks
+
+
+def _unreadable(name: str, what: str, read: Read) -> Check:
+    return Check(
+        name,
+        Verdict.FAIL,
+        f"cannot read {what}: {read.error}",
+        "check the kubeconfig (--kubeconfig, $KUBECONFIG) and that this user may read it",
+    )
+
+
+def _crd(read: Read) -> Check:
+    name = "report CRD"
+    if read.error:
+        return _unreadable(name, f"CustomResourceDefinition {CRD_NAME}", read)
+    if read.doc is None:
+        return Check(name, Verdict.FAIL, f"CustomResourceDefinition {CRD_NAME} is not installed", DEPLOY_STEP)
+    conditions = _get(read.doc, "status", "conditions") or []
+    established = any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+    if not established:
+        return Check(
+            name,
+            Verdict.FAIL,
+            f"{CRD_NAME} exists but is not Established",
+            f"`kubectl describe crd {CRD_NAME}` shows why",
+        )
+    return Check(name, Verdict.OK, f"{CRD_NAME} established")
+
+
+def _report(view: ClusterView, ttl: float) -> Iterator[Check]:
+    name = "cluster report"
+    read = view.report
+    if read.error:
+        yield _unreadable(name, f"NodeInterferenceReport {REPORT_NAME}", read)
+        return
+    if read.doc is None:
+        yield Check(
+            name,
+            Verdict.FAIL,
+            f"no NodeInterferenceReport {REPORT_NAME}: no analyzer has written one",
+            "check the analyzer on the control hosts (`mco doctor` there; its log)",
+        )
+        return
+    status = read.doc.get("status") or {}
+    updated = _epoch(status.get("lastUpdateTime"))
+    rules = str(_get(status, "analyzer", "rulesVersion") or "?")
+    if updated is None:
+        yield Check(name, Verdict.FAIL, "the report has no lastUpdateTime", "check the analyzer's log")
+        return
+    age = max(0.0, view.now - updated)
+    if age > ttl:
+        yield Check(
+            name,
+            Verdict.FAIL,
+            f"last written {age:.0f} s ago, beyond the extender's TTL ({ttl:g} s): schedulers run without it "
+            "(basic mode)",
+            "check the analyzer (`mco doctor` on a control host) and its Lease below",
+        )
+    else:
+        writer = _get(status, "analyzer", "identity") or "?"
+        yield Check(name, Verdict.OK, f"written {age:.0f} s ago by {writer} (TTL {ttl:g} s), rules {rules}")
+    yield from _coverage(status.get("nodes") or [], view.nodes)
+
+
+def _coverage(entries: Sequence[Mapping[str, Any]], nodes: Read) -> Iterator[Check]:
+    name = "nodes in the report"
+    if nodes.error:
+        yield _unreadable(name, "Nodes", nodes)
+        return
+    cluster = sorted(_get(n, "metadata", "name") or "" for n in (nodes.doc or {}).get("items") or [])
+    levels = {str(e.get("name")): str(e.get("level")) for e in entries}
+    missing = [n for n in cluster if n not in levels]
+    unknown = sorted(n for n, level in levels.items() if level == "Unknown")
+    high = sorted(n for n, level in levels.items() if level == "High")
+    if missing:
+        yield Check(
+            name,
+            Verdict.WARN,
+            f"{len(missing)} of {len(cluster)} Nodes have no entry (no collector data): {_names(missing)}",
+            "on those nodes: `mco doctor` (collector running? stream connected?)",
+        )
+    if unknown:
+        yield Check(
+            name,
+            Verdict.WARN,
+            f"{len(unknown)} nodes are Unknown (their samples stopped): {_names(unknown)}",
+            "on those nodes: `mco doctor` (collector stream connected?)",
+        )
+    if not missing and not unknown:
+        detail = f"all {len(cluster)} Nodes reported"
+        detail += f"; High: {_names(high)}" if high else ""
+        yield Check(name, Verdict.OK, detail)
+
+
+def _lease(read: Read, now: float) -> Check:
+    name = "analyzer leader"
+    if read.error:
+        return _unreadable(name, f"Lease {NAMESPACE}/{LEASE_NAME}", read)
+    if read.doc is None:
+        return Check(
+            name,
+            Verdict.FAIL,
+            f"no Lease {NAMESPACE}/{LEASE_NAME}: no cluster-mode analyzer has ever led",
+            "start the analyzer (`systemctl start mco-analyzer` on a control host; docs/runbooks.md)",
+        )
+    spec = read.doc.get("spec") or {}
+    holder = spec.get("holderIdentity") or ""
+    renewed = _epoch(spec.get("renewTime"))
+    duration = float(spec.get("leaseDurationSeconds") or 15)
+    if not holder:
+        return Check(name, Verdict.FAIL, "the Lease is released: no analyzer leads", "start an analyzer")
+    if renewed is None or now - renewed > duration:
+        ago = "never renewed" if renewed is None else f"last renewed {now - renewed:.0f} s ago"
+        return Check(
+            name,
+            Verdict.FAIL,
+            f"{holder} held the Lease, {ago} (lease {duration:g} s): no analyzer leads",
+            "check the analyzers on the control hosts (`mco doctor` there; their logs)",
+        )
+    return Check(name, Verdict.OK, f"{holder}, renewed {max(0.0, now - renewed):.0f} s ago")
+
+
+def _volcano(conf: Read, deployment: Read) -> Iterator[Check]:
+    name = "volcano extender"
+    if conf.error:
+        yield _unreadable(name, f"ConfigMap {VOLCANO_NAMESPACE}/{VOLCANO_CONFIGMAP}", conf)
+        return
+    if conf.doc is None:
+        yield Check(name, Verdict.OK, f"no Volcano here ({VOLCANO_NAMESPACE}/{VOLCANO_CONFIGMAP} not found)")
+        return
+    text = (conf.doc.get("data") or {}).get(VOLCANO_CONF_KEY)
+    if not isinstance(text, str):
+        yield Check(name, Verdict.FAIL, f"{VOLCANO_CONFIGMAP} has no key {VOLCANO_CONF_KEY}", DEPLOY_STEP)
+        return
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        yield Check(name, Verdict.FAIL, f"{VOLCANO_CONF_KEY} is not YAML: {exc}", "fix the ConfigMap by hand")
+        return
+    entries = [
+        plugin
+        for tier in (doc.get("tiers") if isinstance(doc, dict) else None) or []
+        if isinstance(tier, dict)
+        for plugin in tier.get("plugins") or []
+        if isinstance(plugin, dict) and plugin.get("name") == "extender"
+    ]
+    if not entries:
+        yield Check(
+            name,
+            Verdict.FAIL,
+            "Volcano runs without MCO's extender: its pods are placed without the report",
+            f"{DEPLOY_STEP} with volcano_manage_scheduler_config: true, or add the entry the role prints",
+        )
+        return
+    arguments = entries[0].get("arguments") or {}
+    problems = list(volcano_argument_problems(arguments if isinstance(arguments, dict) else {}))
+    running = _volcano_version(deployment)
+    url = str(arguments.get("extender.urlPrefix", "")) if isinstance(arguments, dict) else ""
+    match = re.search(r"/volcano/v(\d+(?:\.\d+)*)/?$", url)
+    if running and match:
+        wanted, got = volcano_format(running, "1.10"), volcano_format(match[1], "1.10")
+        if wanted != got:
+            problems.append(
+                f"urlPrefix asks for Volcano {match[1]}'s reply format but v{running} runs (a wrong format lets "
+                "every pod pass)"
+            )
+    if len(entries) > 1:
+        problems.append(f"{len(entries)} extender entries; Volcano uses only one")
+    if problems:
+        yield Check(name, Verdict.FAIL, "; ".join(problems), DEPLOY_STEP + " (it writes the entry)")
+        return
+    version = f", Volcano v{running}" if running else ""
+    yield Check(name, Verdict.OK, f"{url}{version}")
+
+
+def volcano_argument_problems(arguments: Mapping[str, Any]) -> Iterator[str]:
+    """What is wrong with an ``extender`` entry's arguments for MCO (docs/volcano.md)."""
+    url = arguments.get("extender.urlPrefix")
+    if not isinstance(url, str) or not re.match(r"^https?://[^/]+/volcano/v\d+(\.\d+)*/?$", url):
+        yield f"urlPrefix {url!r} is not MCO's (http://<service>:<port>/volcano/v1.9 or /volcano/v1.10)"
+    if arguments.get("extender.predicateVerb") != "predicate":
+        yield "predicateVerb must be 'predicate'"
+    if arguments.get("extender.prioritizeVerb") != "prioritize":
+        yield "prioritizeVerb must be 'prioritize'"
+    ignorable = arguments.get("extender.ignorable")
+    if ignorable is not True:
+        what = "a string" if isinstance(ignorable, str) else repr(ignorable)
+        yield f"ignorable must be the YAML bool true (is {what}): else a slow extender filters every node out"
+    timeout = go_duration_seconds(arguments.get("extender.httpTimeout", "1s"))
+    if timeout is None:
+        yield f"httpTimeout {arguments.get('extender.httpTimeout')!r} is not a Go duration (e.g. 1s)"
+    elif timeout < MIN_HTTP_TIMEOUT_S:
+        yield f"httpTimeout {timeout:g} s is below {MIN_HTTP_TIMEOUT_S:g} s (a large prioritize call takes 0.3 s)"
+    if "extender.onSessionOpenVerb" in arguments:
+        yield "onSessionOpenVerb is set: it posts the whole cluster every session; remove it"
+
+
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+
+
+def go_duration_seconds(value: object) -> float | None:
+    """Seconds in a Go duration string (``1s``, ``1m30s``, ``500ms``); None when it is not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    if value == "0":
+        return 0.0
+    parts = _GO_PART.findall(value)
+    if "".join(number + unit for number, unit in parts) != value:
+        return None
+    return sum(float(number) * _GO_UNITS[unit] for number, unit in parts)
+
+
+def _volcano_version(read: Read) -> str:
+    """``1.10.0`` from the scheduler Deployment's image tag; empty when unknown."""
+    containers = _get(read.doc or {}, "spec", "template", "spec", "containers") or []
+    images = [str(c.get("image", "")) for c in containers]
+    image = next((i for i in images if "vc-scheduler" in i), images[0] if images else "")
+    match = re.search(r":v?(\d+\.\d+\.\d+)(@.*)?$", image)
+    return match[1] if match else ""
+
+
+def _kata(runtime_class: Read, nodes: Read) -> Iterator[Check]:
+    name = "kata runtime"
+    if runtime_class.error:
+        yield _unreadable(name, f"RuntimeClass {KATA_RUNTIME_CLASS}", runtime_class)
+        return
+    if nodes.error:
+        return  # said by "nodes in the report"
+    items = (nodes.doc or {}).get("items") or []
+    labels = {_get(n, "metadata", "name") or "": _get(n, "metadata", "labels") or {} for n in items}
+    kata = sorted(n for n, lab in labels.items() if lab.get(KATA_LABEL) == "true")
+    no_kvm = sorted(n for n in kata if labels[n].get(KVM_LABEL) == "false")
+    if runtime_class.doc is None:
+        detail = f"no RuntimeClass {KATA_RUNTIME_CLASS} (Kata isolation is off)"
+        if kata:
+            detail += f", yet {len(kata)} Nodes are labelled {KATA_LABEL}=true"
+        yield Check(name, Verdict.OK, detail)
+        return
+    selector = _get(runtime_class.doc, "scheduling", "nodeSelector") or {}
+    matching = sorted(n for n, lab in labels.items() if all(lab.get(k) == v for k, v in selector.items()))
+    if not selector:
+        yield Check(
+            name,
+            Verdict.WARN,
+            f"RuntimeClass {KATA_RUNTIME_CLASS} has no scheduling.nodeSelector: Kata pods may land on Nodes "
+            "without Kata and fail to start",
+            f'select {KATA_LABEL}: "true" in it (the kata_runtime role does)',
+        )
+    elif not matching:
+        yield Check(
+            name,
+            Verdict.FAIL,
+            f"no Node matches RuntimeClass {KATA_RUNTIME_CLASS}'s nodeSelector {selector}: Kata pods stay Pending",
+            "run the kata_runtime role on the nodes that should run offline pods (it labels them)",
+        )
+    else:
+        yield Check(name, Verdict.OK, f"{len(matching)} Nodes run {KATA_RUNTIME_CLASS}: {_names(matching)}")
+    if no_kvm:
+        yield Check(
+            "kvm",
+            Verdict.FAIL,
+            f"Kata Nodes without usable KVM ({KVM_LABEL}=false): {_names(no_kvm)}; their Kata VMs cannot boot",
+            "see docs/runbooks.md (KVM checks) on those nodes, or remove Kata from them",
+        )
+
+
+def _access(answers: Sequence[tuple[Access, bool | None, str]]) -> Iterator[Check]:
+    by_identity: dict[str, list[tuple[Access, bool | None, str]]] = {}
+    for row in answers:
+        by_identity.setdefault(row[0].identity, []).append(row)
+    for identity, rows in by_identity.items():
+        name = f"rbac {identity}"
+        errors = sorted({why for _, answer, why in rows if answer is None})
+        missing = [q.describe() for q, answer, _ in rows if q.expected and answer is False]
+        extra = [q.describe() for q, answer, _ in rows if not q.expected and answer is True]
+        if errors:
+            yield Check(
+                name,
+                Verdict.WARN,
+                "cannot ask the authorizer: " + "; ".join(errors),
+                "run mco doctor --cluster with a kubeconfig that may create SubjectAccessReviews (cluster admin)",
+            )
+        elif missing:
+            yield Check(name, Verdict.FAIL, "may not " + ", ".join(missing), DEPLOY_STEP + " (it writes the RBAC)")
+        elif extra:
+            yield Check(
+                name,
+                Verdict.WARN,
+                "has more than it needs: may " + ", ".join(extra),
+                "find the extra RoleBinding: `kubectl get rolebindings,clusterrolebindings -A -o wide "
+                f"| grep {identity}`",
+            )
+        else:
+            yield Check(name, Verdict.OK, f"least privilege ({len(rows)} questions answered as expected)")
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:NAMES_SHOWN])
+    return shown + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
+
+
+def _get(doc: Mapping[str, Any], *path: str) -> Any:
+    value: Any = doc
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _epoch(value: object) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time (``2026-12-02T10:00:00Z``, micro time too)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

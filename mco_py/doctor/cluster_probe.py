@@ -1,0 +1,123 @@
+"""What ``mco doctor --cluster`` reads from the API server (reads only, plus SubjectAccessReviews,
+which change nothing): the objects :class:`~mco_py.doctor.cluster_checks.ClusterView` holds."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from mco_py.doctor.cluster_checks import (
+    ACCESS,
+    CRD_NAME,
+    KATA_RUNTIME_CLASS,
+    LEASE_NAME,
+    NAMESPACE,
+    REPORT_NAME,
+    VOLCANO_CONFIGMAP,
+    VOLCANO_DEPLOYMENT,
+    VOLCANO_NAMESPACE,
+    Access,
+    ClusterView,
+    Read,
+)
+from mco_py.model import GROUP, PLURAL, VERSION
+
+
+class Api:
+    """JSON GETs and POSTs through a configured ``ApiClient`` (its TLS, token and proxy settings)."""
+
+    def __init__(self, api_client: client.ApiClient, *, timeout: float) -> None:
+        self._api = api_client
+        self._timeout = timeout
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """The JSON answer. Raises ApiException (HTTP errors), HTTPError or OSError (unreachable)."""
+        method, url, headers, payload, _ = self._api.param_serialize(
+            method,
+            path,
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._api.call_api(method, url, header_params=headers, body=payload, _request_timeout=self._timeout)
+        data = response.read()
+        if not 200 <= response.status < 300:
+            raise ApiException(status=response.status, reason=response.reason)
+        return json.loads(data)
+
+    def read(self, path: str) -> Read:
+        """The object at ``path``; ``Read()`` when it does not exist; the error when it cannot be read."""
+        try:
+            return Read(self.request("GET", path))
+        except ApiException as exc:
+            if exc.status == 404:
+                return Read()
+            return Read(error=f"HTTP {exc.status} {exc.reason or ''}".strip())
+        except (HTTPError, OSError, ValueError) as exc:  # ValueError: not JSON
+            return Read(error=f"API server unreachable or garbled answer: {exc}")
+
+    def may(self, question: Access) -> tuple[bool | None, str]:
+        """The authorizer's answer for ``question`` (a SubjectAccessReview, as a token of that
+        ServiceAccount would be judged); None and why when it cannot be asked."""
+        group, resource, name, subresource = question.parts()
+        attributes = {"verb": question.verb, "group": group, "resource": resource}
+        attributes |= {"name": name} if name else {}
+        attributes |= {"subresource": subresource} if subresource else {}
+        attributes |= {"namespace": question.namespace} if question.namespace else {}
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": f"system:serviceaccount:{NAMESPACE}:{question.identity}",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}", "system:authenticated"],
+                "resourceAttributes": attributes,
+            },
+        }
+        try:
+            answer = self.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body)
+        except ApiException as exc:
+            return None, f"SubjectAccessReview: HTTP {exc.status} {exc.reason or ''}".strip()
+        except (HTTPError, OSError, ValueError) as exc:
+            return None, f"SubjectAccessReview: {exc}"
+        return bool((answer.get("status") or {}).get("allowed")), ""
+
+
+def probe_cluster(
+    api: Api, *, wall: Callable[[], float] = time.time, progress: Callable[[str], None] = lambda _: None
+) -> ClusterView:
+    """Everything :func:`~mco_py.doctor.cluster_checks.judge_cluster` needs."""
+    progress("reading the report and its CRD")
+    crd = api.read(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
+    if crd.error and not crd.error.startswith(("HTTP 403", "HTTP 5")):  # unreachable, or not let in at all
+        return ClusterView(now=wall(), crd=crd, reachable=False)
+    report = api.read(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{REPORT_NAME}")
+    nodes = api.read("/api/v1/nodes")
+    lease = api.read(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE_NAME}")
+    progress("reading Volcano's scheduler configuration and the Kata RuntimeClass")
+    volcano_conf = api.read(f"/api/v1/namespaces/{VOLCANO_NAMESPACE}/configmaps/{VOLCANO_CONFIGMAP}")
+    deployment = (
+        api.read(f"/apis/apps/v1/namespaces/{VOLCANO_NAMESPACE}/deployments/{VOLCANO_DEPLOYMENT}")
+        if volcano_conf.doc is not None
+        else Read()
+    )
+    runtime_class = api.read(f"/apis/node.k8s.io/v1/runtimeclasses/{quote(KATA_RUNTIME_CLASS)}")
+    progress("asking the authorizer what each MCO identity may do")
+    access = [(question, *api.may(question)) for question in ACCESS]
+    return ClusterView(
+        now=wall(),
+        crd=crd,
+        report=report,
+        nodes=nodes,
+        lease=lease,
+        volcano_conf=volcano_conf,
+        volcano_deployment=deployment,
+        runtime_class=runtime_class,
+        access=access,
+    )

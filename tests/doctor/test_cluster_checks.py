@@ -1,0 +1,323 @@
+"""``mco doctor --cluster``'s conclusions from what it read (pure), and its behaviour when the API
+server is not there. Against the real kube-apiserver: tests/cluster_tests/test_mco_on_real_cluster.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mco_py.doctor.checks import Check, Verdict
+from mco_py.doctor.cluster_checks import (
+    ACCESS,
+    KATA_LABEL,
+    KVM_LABEL,
+    ClusterView,
+    Read,
+    go_duration_seconds,
+    judge_cluster,
+)
+from tests.cluster.cluster import free_port
+
+NOW = 1_800_000_000.0
+KATA = {KATA_LABEL: "true", KVM_LABEL: "true"}
+KATA_NO_KVM = {KATA_LABEL: "true", KVM_LABEL: "false"}
+TTL = 30.0
+
+
+def rfc3339(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def volcano_conf(**arguments: Any) -> Read:
+    args = {
+        "extender.urlPrefix": "http://mco-scheduler-extender.mco-system.svc:9879/volcano/v1.10",
+        "extender.httpTimeout": "1s",
+        "extender.predicateVerb": "predicate",
+        "extender.prioritizeVerb": "prioritize",
+        "extender.ignorable": True,
+        **arguments,
+    }
+    args = {k: v for k, v in args.items() if v is not None}
+    conf = {"actions": "enqueue, allocate", "tiers": [{"plugins": [{"name": "gang"}]}]}
+    conf["tiers"].append({"plugins": [{"name": "predicates"}, {"name": "extender", "arguments": args}]})
+    return Read({"data": {"volcano-scheduler.conf": yaml.safe_dump(conf)}})
+
+
+def node(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def healthy() -> ClusterView:
+    return ClusterView(
+        now=NOW,
+        crd=Read({"status": {"conditions": [{"type": "Established", "status": "True"}]}}),
+        report=Read(
+            {
+                "status": {
+                    "lastUpdateTime": rfc3339(NOW - 3),
+                    "analyzer": {"identity": "analyzer-0", "rulesVersion": "v7"},
+                    "nodes": [{"name": "n1", "level": "Low"}, {"name": "n2", "level": "High"}],
+                }
+            }
+        ),
+        nodes=Read({"items": [node("n1"), node("n2", **KATA)]}),
+        lease=Read(
+            {"spec": {"holderIdentity": "analyzer-0", "renewTime": rfc3339(NOW - 2), "leaseDurationSeconds": 15}}
+        ),
+        volcano_conf=volcano_conf(),
+        volcano_deployment=Read(
+            {"spec": {"template": {"spec": {"containers": [{"image": "docker.io/volcanosh/vc-scheduler:v1.12.4"}]}}}}
+        ),
+        runtime_class=Read({"handler": "kata-qemu", "scheduling": {"nodeSelector": {KATA_LABEL: "true"}}}),
+        access=[(q, q.expected, "") for q in ACCESS],
+    )
+
+
+def verdicts(checks: list[Check]) -> dict[str, tuple[Verdict, str]]:
+    out: dict[str, tuple[Verdict, str]] = {}
+    for check in checks:
+        previous = out.get(check.name)
+        if previous is None or check.verdict > previous[0]:
+            out[check.name] = (check.verdict, check.detail)
+    return out
+
+
+def test_a_healthy_cluster_is_all_ok() -> None:
+    got = verdicts(judge_cluster(healthy(), ttl=TTL))
+    assert {name: v for name, (v, _) in got.items()} == {
+        "report CRD": Verdict.OK,
+        "cluster report": Verdict.OK,
+        "nodes in the report": Verdict.OK,
+        "analyzer leader": Verdict.OK,
+        "volcano extender": Verdict.OK,
+        "kata runtime": Verdict.OK,
+        "rbac mco-analyzer": Verdict.OK,
+        "rbac mco-scheduler-extender": Verdict.OK,
+    }
+    assert "written 3 s ago by analyzer-0 (TTL 30 s), rules v7" in got["cluster report"][1]
+    assert "High: n2" in got["nodes in the report"][1]
+    assert "Volcano v1.12.4" in got["volcano extender"][1]
+    assert got["kata runtime"][1] == "1 Nodes run kata-qemu: n2"
+
+
+def _status(view: ClusterView, **changes: Any) -> ClusterView:
+    doc = json.loads(json.dumps(view.report.doc))
+    doc["status"].update(changes)
+    return replace(view, report=Read(doc))
+
+
+@pytest.mark.parametrize(
+    ("change", "name", "verdict", "says"),
+    [
+        (lambda v: replace(v, crd=Read()), "report CRD", Verdict.FAIL, "is not installed"),
+        (lambda v: replace(v, crd=Read({"status": {}})), "report CRD", Verdict.FAIL, "not Established"),
+        (lambda v: replace(v, report=Read()), "cluster report", Verdict.FAIL, "no analyzer has written one"),
+        (lambda v: replace(v, report=Read(error="HTTP 403 Forbidden")), "cluster report", Verdict.FAIL, "HTTP 403"),
+        (
+            lambda v: _status(v, lastUpdateTime=rfc3339(NOW - 95)),
+            "cluster report",
+            Verdict.FAIL,
+            "last written 95 s ago, beyond the extender's TTL (30 s)",
+        ),
+        (
+            lambda v: replace(v, nodes=Read({"items": [node("n1"), node("n2", **KATA), node("n3")]})),
+            "nodes in the report",
+            Verdict.WARN,
+            "1 of 3 Nodes have no entry (no collector data): n3",
+        ),
+        (
+            lambda v: _status(v, nodes=[{"name": "n1", "level": "Unknown"}, {"name": "n2", "level": "Low"}]),
+            "nodes in the report",
+            Verdict.WARN,
+            "1 nodes are Unknown",
+        ),
+        (lambda v: replace(v, lease=Read()), "analyzer leader", Verdict.FAIL, "no cluster-mode analyzer has ever led"),
+        (
+            lambda v: replace(v, lease=Read({"spec": {"holderIdentity": "a-1", "renewTime": rfc3339(NOW - 40)}})),
+            "analyzer leader",
+            Verdict.FAIL,
+            "a-1 held the Lease, last renewed 40 s ago (lease 15 s): no analyzer leads",
+        ),
+        (lambda v: replace(v, lease=Read({"spec": {}})), "analyzer leader", Verdict.FAIL, "no analyzer leads"),
+        (
+            lambda v: replace(v, volcano_conf=Read({"data": {"volcano-scheduler.conf": "tiers: [{plugins: []}]"}})),
+            "volcano extender",
+            Verdict.FAIL,
+            "Volcano runs without MCO's extender",
+        ),
+        (
+            lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.ignorable": "true"})),
+            "volcano extender",
+            Verdict.FAIL,
+            "ignorable must be the YAML bool true (is a string)",
+        ),
+        (
+            lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.httpTimeout": "200ms"})),
+            "volcano extender",
+            Verdict.FAIL,
+            "httpTimeout 0.2 s is below 1 s",
+        ),
+        (
+            lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.httpTimeout": "1 second"})),
+            "volcano extender",
+            Verdict.FAIL,
+            "is not a Go duration",
+        ),
+        (
+            lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.onSessionOpenVerb": "open"})),
+            "volcano extender",
+            Verdict.FAIL,
+            "onSessionOpenVerb is set",
+        ),
+        (
+            lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.predicateVerb": "filter"})),
+            "volcano extender",
+            Verdict.FAIL,
+            "predicateVerb must be 'predicate'",
+        ),
+        (
+            lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.urlPrefix": "http://other:80/x"})),
+            "volcano extender",
+            Verdict.FAIL,
+            "is not MCO's",
+        ),
+        (
+            lambda v: replace(
+                v, volcano_conf=volcano_conf(**{"extender.urlPrefix": "http://e.mco-system.svc:9879/volcano/v1.9"})
+            ),
+            "volcano extender",
+            Verdict.FAIL,
+            "asks for Volcano 1.9's reply format but v1.12.4 runs",
+        ),
+        (lambda v: replace(v, volcano_conf=Read({"data": {}})), "volcano extender", Verdict.FAIL, "has no key"),
+        (
+            lambda v: replace(v, volcano_conf=Read({"data": {"volcano-scheduler.conf": "tiers: [unclosed"}})),
+            "volcano extender",
+            Verdict.FAIL,
+            "is not YAML",
+        ),
+        (lambda v: replace(v, volcano_conf=Read()), "volcano extender", Verdict.OK, "no Volcano here"),
+        (
+            lambda v: replace(v, runtime_class=Read({"handler": "kata-qemu"})),
+            "kata runtime",
+            Verdict.WARN,
+            "has no scheduling.nodeSelector",
+        ),
+        (
+            lambda v: replace(v, nodes=Read({"items": [node("n1"), node("n2")]})),
+            "kata runtime",
+            Verdict.FAIL,
+            "no Node matches RuntimeClass kata-qemu's nodeSelector",
+        ),
+        (lambda v: replace(v, runtime_class=Read()), "kata runtime", Verdict.OK, "Kata isolation is off"),
+        (
+            lambda v: replace(v, nodes=Read({"items": [node("n1"), node("n2", **KATA_NO_KVM)]})),
+            "kvm",
+            Verdict.FAIL,
+            "Kata Nodes without usable KVM (mco.many-core.io/kvm-ready=false): n2",
+        ),
+        (
+            lambda v: replace(v, access=[(q, q.expected if q.verb != "watch" else False, "") for q in ACCESS]),
+            "rbac mco-scheduler-extender",
+            Verdict.FAIL,
+            "may not watch nodeinterferencereports.mco.many-core.io, watch nodes",
+        ),
+        (
+            lambda v: replace(
+                v,
+                access=[(q, q.expected or (q.resource, q.identity) == ("secrets", "mco-analyzer"), "") for q in ACCESS],
+            ),
+            "rbac mco-analyzer",
+            Verdict.WARN,
+            "has more than it needs: may get secrets in mco-system",
+        ),
+        (
+            lambda v: replace(
+                v,
+                access=[
+                    (q, None, "SubjectAccessReview: HTTP 403 Forbidden") for q in ACCESS if q.identity == "mco-analyzer"
+                ],
+            ),
+            "rbac mco-analyzer",
+            Verdict.WARN,
+            "cannot ask the authorizer: SubjectAccessReview: HTTP 403 Forbidden",
+        ),
+    ],
+)
+def test_each_broken_part_is_named(change: Any, name: str, verdict: Verdict, says: str) -> None:
+    got = verdicts(judge_cluster(change(healthy()), ttl=TTL))
+    assert got[name][0] is verdict, got[name]
+    assert says in got[name][1], got[name]
+    others = {n: v for n, (v, _) in got.items() if n != name and v is not Verdict.OK}
+    assert not others, f"only {name} may change: {others}"
+
+
+def test_an_unreachable_api_server_is_one_failure() -> None:
+    view = ClusterView(now=NOW, crd=Read(error="API server unreachable: connection refused"), reachable=False)
+    assert [(c.name, c.verdict) for c in judge_cluster(view, ttl=TTL)] == [("report CRD", Verdict.FAIL)]
+
+
+@given(
+    parts=st.lists(
+        st.tuples(st.integers(0, 10**6), st.sampled_from(["ns", "us", "µs", "ms", "s", "m", "h"])),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_go_durations(parts: list[tuple[int, str]]) -> None:
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    text = "".join(f"{n}{u}" for n, u in parts)
+    assert go_duration_seconds(text) == pytest.approx(sum(n * units[u] for n, u in parts))
+
+
+@pytest.mark.parametrize("bad", ["", "1", "1 s", "s", "1sec", "-1s", True, 1, None])
+def test_not_go_durations(bad: object) -> None:
+    assert go_duration_seconds(bad) is None
+
+
+def test_doctor_cluster_without_an_api_server_says_so_quickly(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "mco_py.cli", "doctor", "--cluster", "--kubeconfig", str(kubeconfig), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 2, run.stderr
+    doc = json.loads(run.stdout)
+    assert [c["name"] for c in doc["checks"]] == ["report CRD"]
+    assert "unreachable" in doc["checks"][0]["detail"]
+    missing = subprocess.run(
+        [sys.executable, "-m", "mco_py.cli", "doctor", "--cluster", "--kubeconfig", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert missing.returncode == 2
+    assert "kubeconfig" in missing.stdout
+    assert "does not exist" in missing.stdout
