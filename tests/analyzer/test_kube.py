@@ -134,8 +134,10 @@ def test_rules_hot_reload_from_configmap_with_a_bad_document_in_between(api: cli
     assert watcher.reload() == "success"
     assert engine.rules.version == "cm-1"
     put_rules(api, "version: cm-bad\nsignals:\n  psiIoSomeAvg10: {warn: 9, critical: 3}\n")
+    assert registry.get_sample_value("mco_analyzer_rules_source_valid") == 1
     assert watcher.reload() == "invalid"
     assert watcher.reload() == "invalid"
+    assert registry.get_sample_value("mco_analyzer_rules_source_valid") == 0
     assert engine.rules.version == "cm-1", "the last good rules stay in force"
     events = client.CoreV1Api(api).list_namespaced_event(NS).items
     bad = [e for e in events if e.reason == INVALID_RULES_REASON]
@@ -147,6 +149,7 @@ def test_rules_hot_reload_from_configmap_with_a_bad_document_in_between(api: cli
     put_rules(api, quick_rules_text("cm-2"))
     assert watcher.reload() == "success"
     assert engine.rules.version == "cm-2"
+    assert registry.get_sample_value("mco_analyzer_rules_source_valid") == 1
     assert registry.get_sample_value("mco_analyzer_rules_reload_total", {"result": "invalid"}) == 2
 
 
