@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from mco_py.collector.biolatency import BACKENDS
+from mco_py.collector.guard import GuardRules, rules_from_mapping
 from mco_py.errors import ConfigError
 
 ENV_PREFIX = "MCO_COLLECTOR_"
@@ -111,6 +112,20 @@ class CollectorSettings:
     token_file: Path | None = None
     """File holding the shared bearer token."""
     log_level: str = "info"
+    guard: str = "off"
+    """The node guard (docs/collector.md#node-guard): off, dry-run (decides and reports only) or on."""
+    guard_interval_s: float = 1.0
+    """How often the guard measures and decides, seconds."""
+    cgroup_root: Path = Path("/sys/fs/cgroup")
+    """Where the cgroup hierarchies are mounted."""
+    online_cgroups: tuple[str, ...] = ()
+    """Groups of latency-sensitive work, relative to the cgroup root (``online.slice``): watched, never limited."""
+    offline_cgroups: tuple[str, ...] = ()
+    """Groups of batch work the guard may limit (``offline.slice``)."""
+    guard_journal: Path = Path("/var/lib/mco/guard-limits.json")
+    """Where the guard records the limits it replaced (restored on exit and after a crash)."""
+    guard_rules: GuardRules = field(default_factory=GuardRules)
+    """When and how far the guard limits offline CPU (a mapping in the file only)."""
     """debug|info|warning|error."""
 
     def stream_config(self) -> StreamConfig:
@@ -136,6 +151,7 @@ _CHOICES = {
     "llc": ("auto", "off"),
     "resctrl": ("auto", "off"),
     "log_level": ("debug", "info", "warning", "error"),
+    "guard": ("off", "dry-run", "on"),
 }
 
 
@@ -181,13 +197,28 @@ _CONVERTERS: dict[str, Any] = {
     "bool": _to_bool,
     "tuple[str, ...]": _to_list,
     "str": str,
+    "GuardRules": rules_from_mapping,
 }
+
+
+def _to_mode(value: Any) -> str:
+    """``guard``: YAML 1.1 reads an unquoted ``on``/``off`` as a boolean; take it as meant."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+#: Settings converted by their own rule rather than by their type's.
+_KEY_CONVERTERS: dict[str, Any] = {"guard": _to_mode}
 
 
 def _convert(key: str, value: Any, where: str, problems: list[str]) -> Any:
     kind = str(FIELDS[key].type)
     try:
-        return _CONVERTERS[kind](value)
+        return _KEY_CONVERTERS.get(key, _CONVERTERS[kind])(value)
+    except ConfigError as exc:
+        problems.append(f"{where}: {exc}")
+        return None
     except (TypeError, ValueError) as exc:
         problems.append(f"{where}: {value!r} is not a valid {kind} ({exc})")
         return None
@@ -204,6 +235,12 @@ def _validate(settings: CollectorSettings, problems: list[str]) -> None:
     _validate_stream(settings, problems)
     if settings.bio_min_events < 1:
         problems.append(f"bio_min_events: {settings.bio_min_events}; expected at least 1")
+    if settings.guard != "off" and not (settings.online_cgroups and settings.offline_cgroups):
+        problems.append(
+            f"guard: {settings.guard} needs online_cgroups (whose pressure it watches) and offline_cgroups (it limits)"
+        )
+    if not MIN_INTERVAL_S <= settings.guard_interval_s <= MAX_INTERVAL_S:
+        problems.append(f"guard_interval_s: {settings.guard_interval_s}; expected {MIN_INTERVAL_S}-{MAX_INTERVAL_S} s")
     if not settings.node_name.strip():
         problems.append("node_name is empty; pass --node-name or set NODE_NAME")
 

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from mco_py.collector import histogram, psi
+from mco_py.collector.cgroups import CLASSES, PRESSURE_RESOURCES, class_signal
 from mco_py.collector.procfs import PSI_KINDS
 from mco_py.collector.signals import NodeSample, StreamStatus, Total
 from mco_py.obs.runtime import RuntimeMetrics
@@ -49,6 +50,13 @@ SIGNAL_METRICS: dict[str, tuple[str, str, str]] = {
         "Memory bandwidth (resctrl MBM total), bytes per second",
     ),
 }
+for _c in CLASSES:
+    for _r in PRESSURE_RESOURCES:
+        SIGNAL_METRICS[class_signal(_c, _r)] = (
+            f"mco_workload_psi_{_c}_{_r}_some_rate",
+            "",
+            f"PSI {_r} some of the worst {_c} cgroup: stall share of the interval, percent",
+        )
 for _r in psi.RESOURCES:
     for _k in ("some", "full"):
         for _w in (*psi.WINDOWS, "rate"):
@@ -377,8 +385,11 @@ class CollectorMetrics(Collector):
         *,
         streams: Callable[[], Iterable[StreamStatus]] | None = None,
         process_proc_root: str = "/proc",
+        extra: Callable[[], list[Family]] | None = None,
     ) -> None:
         self.samples = SampleCollector(streams)
+        self._extra = extra or (lambda: [])
+        """More families (the node guard's), exposed after the collector's own."""
         self.sample_duration = DurationHistogram(
             "mco_collector_sample_duration_seconds",
             "Time to take one sample (all sources)",
@@ -392,7 +403,12 @@ class CollectorMetrics(Collector):
         return Family("mco_collector_samples", "Samples taken", "counter", (), [((), float(self.samples_taken.value))])
 
     def collect(self) -> Iterable[Metric]:
-        return [*self.samples.collect(), self.sample_duration.snapshot().metric(), self._taken().metric()]
+        return [
+            *self.samples.collect(),
+            self.sample_duration.snapshot().metric(),
+            self._taken().metric(),
+            *(f.metric() for f in self._extra()),
+        ]
 
     def render_text(self, openmetrics: bool) -> bytes:
         """The exposition of the registry these metrics were registered in (holding nothing else).
@@ -400,7 +416,7 @@ class CollectorMetrics(Collector):
         Byte for byte ``generate_latest(registry)`` (or OpenMetrics 1.0.0's) at a fraction of the cost.
         """
         text = self.samples.render_text(openmetrics=openmetrics) + self.sample_duration.snapshot().render()
-        text += self.samples._text.render([self._taken()], openmetrics=openmetrics)
+        text += self.samples._text.render([self._taken(), *self._extra()], openmetrics=openmetrics)
         body = text.encode() + self.runtime.render_text(openmetrics)
         return body + b"# EOF\n" if openmetrics else body
 

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 from mco_py.collector.biolatency import BACKENDS
+from mco_py.collector.cgroups import CpuLimits, Journal, detect_layout
 from mco_py.collector.config import CollectorSettings, load_settings
 from mco_py.collector.exporter import CollectorMetrics
+from mco_py.collector.guard_loop import Guard, GuardLoop
 from mco_py.collector.sampler import SampleLoop, Sampler, open_sources
 from mco_py.collector.signals import NodeSample
 from mco_py.errors import ConfigError
@@ -191,7 +193,25 @@ class CollectorDaemon:
                 settings.stream_config(), collector_id=settings.node_name, on_set_interval=self.loop.set_interval
             )
             self.loop.publish = self.fanout.publish
-        self.loop.metrics = CollectorMetrics(self.registry, streams=self.fanout.statuses if self.fanout else None)
+        self.guard: GuardLoop | None = None
+        if settings.guard != "off":
+            guard = Guard(
+                detect_layout(settings.cgroup_root),
+                online=settings.online_cgroups,
+                offline=settings.offline_cgroups,
+                rules=settings.guard_rules,
+                mode=settings.guard,
+                journal_path=settings.guard_journal,
+            )
+            self.guard = GuardLoop(guard, settings.guard_interval_s)
+        elif settings.guard_journal.exists():  # a guard was killed, then switched off: undo its limits anyway
+            problems = Journal(settings.guard_journal, CpuLimits(detect_layout(settings.cgroup_root))).restore()
+            log.warning("restored CPU limits a killed guard left (%s)%s", settings.guard_journal, "; ".join(problems))
+        self.loop.metrics = CollectorMetrics(
+            self.registry,
+            streams=self.fanout.statuses if self.fanout else None,
+            extra=self.guard.guard.families if self.guard else None,
+        )
         self._settings = settings
         self._server: MetricsServer | None = None
         self._thread: threading.Thread | None = None
@@ -210,6 +230,8 @@ class CollectorDaemon:
         log.info("metrics on %s:%d/metrics", self._settings.metrics_host, self.port, extra={"port": self.port})
         if self.fanout is not None:
             self.fanout.start()
+        if self.guard is not None:
+            self.guard.start()
         self._thread = threading.Thread(target=self.loop.run, name="sample-loop", daemon=True)
         self._thread.start()
 
@@ -222,6 +244,8 @@ class CollectorDaemon:
         self.loop.stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self.guard is not None:
+            self.guard.stop()  # puts the offline limits back
         if self.fanout is not None:
             self.fanout.close()
         if self._server is not None:

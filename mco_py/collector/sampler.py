@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from mco_py.collector.biolatency import BioConfig, BioLatencySource
+from mco_py.collector.cgroups import WorkloadPressureSource, detect_layout
 from mco_py.collector.config import MAX_INTERVAL_S, MIN_INTERVAL_S, CollectorSettings
 from mco_py.collector.cpustat import OomSource, StealSource
 from mco_py.collector.exporter import CollectorMetrics
@@ -16,6 +17,7 @@ from mco_py.collector.psi import PsiSource
 from mco_py.collector.resctrl import ResctrlSource
 from mco_py.collector.signals import Absence, NodeSample, Reading, Total, Unavailable
 from mco_py.collector.source import ProblemLog, Source
+from mco_py.errors import ConfigError
 from mco_py.obs.logging import OnceFilter
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,8 @@ def open_sources(settings: CollectorSettings, *, problems: ProblemLog | None = N
         StealSource(settings.proc_root, problems=problems),
         OomSource(settings.proc_root, problems=problems),
     ]
+    if settings.online_cgroups or settings.offline_cgroups:
+        sources.append(_workload_source(settings))
     if settings.resctrl != "off":
         sources.append(ResctrlSource(settings.proc_root, settings.sys_root, problems=problems))
     return sources
@@ -149,3 +153,13 @@ class SampleLoop:
                 deadline = self._clock()
                 delay = 0
             self.stop.wait(delay)
+
+
+def _workload_source(settings: CollectorSettings) -> Source:
+    """Pressure per workload class, or absent readings saying why the tree cannot be read."""
+    groups = {"online": settings.online_cgroups, "offline": settings.offline_cgroups}
+    try:
+        layout = detect_layout(settings.cgroup_root)
+    except ConfigError as exc:
+        return WorkloadPressureSource(None, groups, problem=str(exc))
+    return WorkloadPressureSource(layout, groups)

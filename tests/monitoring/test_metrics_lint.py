@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from mco_py.analysis.policy import Fallback, ReportState
 from mco_py.analyzer.metrics import AnalyzerMetrics
+from mco_py.collector.cgroups import detect_layout
 from mco_py.collector.exporter import SIGNAL_METRICS, TOTAL_METRICS, CollectorMetrics
+from mco_py.collector.guard import GuardRules
+from mco_py.collector.guard_loop import Guard
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus, Total
 from mco_py.extender.metrics import ExtenderMetrics
 from mco_py.model import DimensionScore, Level, NodeAssessment
@@ -43,10 +47,27 @@ def problems(exposition: bytes) -> list[str]:
     return found
 
 
-def test_the_collector_with_every_signal_present() -> None:
+def test_the_collector_with_every_signal_present(tmp_path: Path) -> None:
     registry = CollectorRegistry()
     statuses = [StreamStatus(analyzer="10.0.0.1:9876", connected=True, sent=5, dropped=1, buffered=0, reconnects=2)]
-    metrics = CollectorMetrics(registry, streams=lambda: statuses)
+    tree = tmp_path / "cgroup"
+    (tree / "online").mkdir(parents=True)
+    (tree / "offline").mkdir()
+    (tree / "cgroup.controllers").write_text("cpu io memory\n")
+    for group in ("online", "offline"):
+        (tree / group / "cpu.max").write_text("max 100000\n")
+        for resource in ("cpu", "io", "memory"):
+            (tree / group / f"{resource}.pressure").write_text("some avg10=0 avg60=0 avg300=0 total=5\n")
+    guard = Guard(
+        detect_layout(tree),
+        online=["online"],
+        offline=["offline"],
+        rules=GuardRules(),
+        mode="on",
+        journal_path=tmp_path / "journal.json",
+    )
+    guard.step()
+    metrics = CollectorMetrics(registry, streams=lambda: statuses, extra=guard.families)
     readings = [Reading(name, 1.5, "procfs") for name in SIGNAL_METRICS]
     per_device = ("bioLatencyP99Ms", "bioLatencyAvgMs")
     readings += [Reading(name, 2.5, "libbpf", device="sda", events=40) for name in per_device]
@@ -59,6 +80,7 @@ def test_the_collector_with_every_signal_present() -> None:
     body = metrics.render_text(False)
     assert all(name.encode() in body for name in SEED_MS_NAMES)
     assert b"\nmco_node_pressure_io_full_seconds_total 12.5\n" in body
+    assert b'\nmco_workload_pressure_seconds_total{class="offline",group="offline",resource="io"} 5e-06\n' in body
     assert b'\nmco_node_bio_latency_seconds_bucket{le="+Inf"} 7.0\n' in body
     for line in problems(body):
         name, _, problem = line.partition(" ")

@@ -1,0 +1,271 @@
+"""cgroups for the node guard: where a group's CPU limit and pressure files are, and a journal
+that puts back every limit the guard wrote.
+
+Three layouts exist: cgroup v2 (``cpu.max`` and ``*.pressure`` in one tree), cgroup v1 (``cpu``
+controller: ``cpu.cfs_quota_us``/``cpu.cfs_period_us``; no pressure per group), and the hybrid
+one this kind of host often has: v1 controllers plus a v2 tree at ``<root>/unified`` whose
+cgroups carry ``cpu/io/memory.pressure`` even with no controller enabled there. Groups are
+paths relative to each tree's root (``offline.slice``, ``kubepods.slice/...``); on the hybrid
+layout a workload is in both trees (systemd puts it there, a test moves it).
+
+Before the guard first changes a group's limit it records the value it found in the journal
+(a JSON file, written atomically); :meth:`Journal.restore` writes those values back and removes
+the file. The guard calls it when it stops, and when it starts (a journal left behind means the
+last guard was killed with its limits in place).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mco_py.collector.procfs import parse_psi
+from mco_py.collector.signals import Absence, Reading, Total, Unavailable
+from mco_py.errors import ConfigError
+
+V1_PERIOD_US = 100_000
+#: The smallest quota the kernel takes (1 ms).
+MIN_QUOTA_US = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where the CPU controller and the pressure files of groups are."""
+
+    cpu_root: Path
+    """v2: the cgroup2 mount; v1: the ``cpu`` controller's mount."""
+    version: int
+    """Of the CPU controller: 1 or 2."""
+    pressure_root: Path | None
+    """The cgroup2 tree with per-group ``*.pressure`` files; None when there is none."""
+
+    def check_group(self, group: str) -> str:
+        """``group`` normalised (no leading or trailing ``/``); ConfigError when it escapes the tree."""
+        clean = group.strip("/")
+        if not clean or any(part in ("", ".", "..") for part in clean.split("/")):
+            raise ConfigError(f"cgroup {group!r}: expected a path below the cgroup root, e.g. offline.slice")
+        return clean
+
+
+def detect_layout(root: Path = Path("/sys/fs/cgroup")) -> Layout:
+    """The layout mounted at ``root``; ConfigError saying what is missing."""
+    controllers = root / "cgroup.controllers"
+    if controllers.is_file():
+        if "cpu" not in controllers.read_text().split():
+            raise ConfigError(f"{root}: cgroup v2 without the cpu controller (enable it in cgroup.subtree_control)")
+        return Layout(root, 2, root)
+    for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
+        if (root / name / "cpu.cfs_quota_us").is_file():
+            unified = root / "unified"
+            return Layout(root / name, 1, unified if (unified / "cgroup.procs").is_file() else None)
+    raise ConfigError(f"{root}: neither a cgroup v2 tree with cpu nor a cgroup v1 cpu controller is mounted there")
+
+
+class CpuLimits:
+    """Reads and writes a group's CPU limit in its layout's own terms."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+
+    def path(self, group: str) -> Path:
+        """The file holding ``group``'s limit."""
+        name = "cpu.max" if self.layout.version == 2 else "cpu.cfs_quota_us"
+        return self.layout.cpu_root / self.layout.check_group(group) / name
+
+    def read_raw(self, group: str) -> str:
+        """The limit file's text as the kernel shows it (``-1``, ``max 100000``)."""
+        return self.path(group).read_text().strip()
+
+    def write_raw(self, group: str, text: str) -> None:
+        """Write ``text`` to the limit file."""
+        with self.path(group).open("w") as file:  # one write(2), as the kernel wants it
+            file.write(text)
+
+    def text_for(self, group: str, cores: float | None) -> str:
+        """What to write for a limit of ``cores`` CPUs (None: unlimited)."""
+        if self.layout.version == 2:
+            period = _v2_period(self.read_raw(group))
+            return f"max {period}" if cores is None else f"{_quota(cores, period)} {period}"
+        if cores is None:
+            return "-1"
+        period_file = self.layout.cpu_root / self.layout.check_group(group) / "cpu.cfs_period_us"
+        period = int(period_file.read_text().strip() or V1_PERIOD_US)
+        return str(_quota(cores, period))
+
+    def cores(self, group: str) -> float | None:
+        """The limit now, in CPUs (None: unlimited)."""
+        raw = self.read_raw(group)
+        if self.layout.version == 2:
+            quota, _, period = raw.partition(" ")
+            return None if quota == "max" else int(quota) / int(period or V1_PERIOD_US)
+        quota_us = int(raw)
+        if quota_us < 0:
+            return None
+        period_file = self.layout.cpu_root / self.layout.check_group(group) / "cpu.cfs_period_us"
+        return quota_us / int(period_file.read_text().strip() or V1_PERIOD_US)
+
+
+def _v2_period(raw: str) -> int:
+    _, _, period = raw.partition(" ")
+    return int(period) if period.isdigit() else V1_PERIOD_US
+
+
+def _quota(cores: float, period: int) -> int:
+    return max(MIN_QUOTA_US, math.floor(cores * period))
+
+
+class Journal:
+    """The limits as they were before the guard changed them (``{group: text}``), on disk."""
+
+    def __init__(self, path: Path, limits: CpuLimits) -> None:
+        self.path = path
+        self.limits = limits
+        self._saved: dict[str, str] = {}
+
+    def remember(self, group: str) -> None:
+        """Record ``group``'s limit as it is now, once, and on disk before anything changes it."""
+        if group in self._saved:
+            return
+        self._saved[group] = self.limits.read_raw(group)
+        self._write()
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        document = {"cpuRoot": str(self.limits.layout.cpu_root), "limits": self._saved}
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+        try:
+            with os.fdopen(fd, "w") as file:
+                json.dump(document, file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def restore(self) -> list[str]:
+        """Write back every recorded limit (this run's and one left by a killed guard) and
+        remove the journal; returns what could not be restored (a group gone is not a problem)."""
+        saved = dict(self._saved)
+        problems: list[str] = []
+        try:
+            document = json.loads(self.path.read_text())
+            left = document.get("limits", {}) if isinstance(document, dict) else {}
+            if isinstance(left, dict):
+                saved = {str(k): str(v) for k, v in left.items()} | saved
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            problems.append(f"{self.path}: unreadable journal ({exc}); limits written before it may remain")
+        for group, text in saved.items():
+            try:
+                self.limits.write_raw(group, text)
+            except FileNotFoundError:
+                continue  # the group is gone, and its limit with it
+            except (OSError, ConfigError) as exc:
+                problems.append(f"{group}: cannot restore {text!r}: {exc}")
+        if not problems:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+            self._saved.clear()
+        return problems
+
+
+class PressureMeter:
+    """The share of each interval a group's tasks stalled (PSI ``some``), from ``total=``."""
+
+    def __init__(self, layout: Layout, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.layout = layout
+        self._clock = clock
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}
+
+    def total_seconds(self, group: str, resource: str) -> float:
+        """Seconds ``group``'s tasks stalled on ``resource`` since the group exists; Unavailable
+        when it has no pressure file (v1 only, or the group is not in the v2 tree)."""
+        if self.layout.pressure_root is None:
+            raise Unavailable("no cgroup v2 tree: no pressure per group (cgroup v1 only)")
+        path = self.layout.pressure_root / self.layout.check_group(group) / f"{resource}.pressure"
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise Unavailable(f"{path}: {exc.strerror or exc}") from exc
+        return parse_psi(text, source=str(path))["some"].total_us / 1e6
+
+    def share(self, group: str, resource: str) -> float | None:
+        """Percent of the time since the last call that ``group`` stalled on ``resource``; None on
+        the first call or when it cannot be read."""
+        now = self._clock()
+        key = (group, resource)
+        try:
+            total_us = round(self.total_seconds(group, resource) * 1e6)
+        except Unavailable:
+            self._last.pop(key, None)
+            return None
+        previous = self._last.get(key)
+        self._last[key] = (now, total_us)
+        if previous is None or now <= previous[0] or total_us < previous[1]:
+            return None
+        return min(100.0, 100.0 * (total_us - previous[1]) / 1e6 / (now - previous[0]))
+
+
+CLASSES = ("online", "offline")
+PRESSURE_RESOURCES = ("cpu", "io", "memory")
+BACKEND = "cgroup-psi"
+
+
+def class_signal(cls: str, resource: str) -> str:
+    """``psiOnlineCpuSomeRate``, ``psiOfflineIoSomeRate``, ...: a workload class's stall share."""
+    return f"psi{cls.capitalize()}{resource.capitalize()}SomeRate"
+
+
+class WorkloadPressureSource:
+    """Who suffers and who causes it: per class (online, offline) and resource, the stall share
+    of the interval of its worst group (cgroup v2 ``*.pressure``), sent with the node sample."""
+
+    group = "workload"
+
+    def __init__(
+        self,
+        layout: Layout | None,
+        groups: dict[str, tuple[str, ...]],
+        *,
+        problem: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._groups = groups
+        self._meter = PressureMeter(layout, clock=clock) if layout is not None else None
+        if not problem and layout is not None and layout.pressure_root is None:
+            problem = "no cgroup v2 tree: no pressure per group (cgroup v1 only)"
+        self._problem = problem
+        self.backend = BACKEND if self._meter is not None and not self._problem else "none"
+
+    def read(self, now: float) -> list[Reading]:
+        out: list[Reading] = []
+        for cls in CLASSES:
+            for resource in PRESSURE_RESOURCES:
+                name = class_signal(cls, resource)
+                if self._meter is None or self._problem:
+                    out.append(Reading.absent(name, self.backend, Absence.UNSUPPORTED, self._problem))
+                    continue
+                shares = [self._meter.share(g, resource) for g in self._groups.get(cls, ())]
+                known = [s for s in shares if s is not None]
+                if known:
+                    out.append(Reading(name, max(known), BACKEND))
+                else:
+                    out.append(Reading.absent(name, BACKEND, Absence.WARMING_UP, "first reading, or unreadable"))
+        return out
+
+    def totals(self) -> list[Total]:
+        """No running counts (the guard exports the per-group totals)."""
+        return []
+
+    def close(self) -> None:
+        """Nothing to release."""

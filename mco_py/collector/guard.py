@@ -1,0 +1,135 @@
+"""The node guard's decisions (pure): how much CPU the offline groups may use, from how much the
+online groups stall.
+
+Every interval the guard measures the online groups' pressure (the share of the interval their
+tasks stalled, from the cgroups' PSI ``total=``) and calls :func:`decide`:
+
+- pressure at or above ``throttle_above``: the offline limit is cut to ``step_down`` of what it
+  was (from the node's whole CPU the first time), never below ``floor`` of the node's CPUs;
+- pressure at or below ``release_below`` (or unknown) for ``calm_intervals`` intervals in a row:
+  the limit grows by ``step_up`` of the node's CPUs; once it reaches the whole node it is lifted;
+- in between: the limit holds (hysteresis), and the calm count starts over.
+
+The limit is a share of the node's CPUs (1.0 = every CPU), applied to each offline group; online
+groups are never limited: :func:`decide` only ever returns a limit for the offline class.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from mco_py.errors import ConfigError
+
+
+class Action(enum.Enum):
+    """What one decision did (a bounded metric label)."""
+
+    THROTTLE = "throttle"
+    """The limit went down."""
+    RELAX = "relax"
+    """The limit went up, still a limit."""
+    RELEASE = "release"
+    """The limit was lifted."""
+    HOLD = "hold"
+    """Nothing changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuardRules:
+    """When and how far the guard limits offline CPU (``guard_rules`` in collector.yaml)."""
+
+    throttle_above: float = 10.0
+    """Online stall share of the interval, percent (PSI some, the worst online group), that cuts the limit."""
+    release_below: float = 2.0
+    """At or below this the interval counts as calm."""
+    calm_intervals: int = 3
+    """Calm intervals in a row before one step up."""
+    step_down: float = 0.5
+    """Each cut multiplies the limit by this (0 < step_down < 1)."""
+    step_up: float = 0.1
+    """Each step up adds this share of the node's CPUs (0 < step_up <= 1)."""
+    floor: float = 0.1
+    """The limit never goes below this share of the node's CPUs (0 lets offline work stop)."""
+
+    def __post_init__(self) -> None:
+        problems = list(rule_problems(self))
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+
+def rule_problems(rules: GuardRules) -> list[str]:
+    """What is wrong with ``rules`` (empty: nothing)."""
+    out = []
+    values = (rules.throttle_above, rules.release_below, rules.step_down, rules.step_up, rules.floor)
+    if not all(math.isfinite(v) for v in values):
+        return ["every value must be a finite number"]
+    if not 0 <= rules.release_below < rules.throttle_above <= 100:
+        out.append(
+            f"need 0 <= release_below ({rules.release_below:g}) < throttle_above ({rules.throttle_above:g}) <= 100"
+        )
+    if rules.calm_intervals < 1:
+        out.append(f"calm_intervals ({rules.calm_intervals}) must be at least 1")
+    if not 0 < rules.step_down < 1:
+        out.append(f"step_down ({rules.step_down:g}) must be between 0 and 1 (exclusive)")
+    if not 0 < rules.step_up <= 1:
+        out.append(f"step_up ({rules.step_up:g}) must be above 0 and at most 1")
+    if not 0 <= rules.floor < 1:
+        out.append(f"floor ({rules.floor:g}) must be at least 0 and below 1")
+    return out
+
+
+def rules_from_mapping(doc: Any) -> GuardRules:
+    """:class:`GuardRules` from a YAML mapping (unknown keys and wrong types named); raises ConfigError."""
+    if doc is None:
+        return GuardRules()
+    if not isinstance(doc, dict):
+        raise ConfigError(f"expected a mapping, got {type(doc).__name__}")
+    known = {f for f in GuardRules.__dataclass_fields__}
+    unknown = sorted(set(doc) - known)
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(known))}")
+    values: dict[str, Any] = {}
+    for key, value in doc.items():
+        want_int = key == "calm_intervals"
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or (want_int and not float(value).is_integer())
+        ):
+            raise ConfigError(f"{key}: {value!r} is not {'an integer' if want_int else 'a number'}")
+        values[key] = int(value) if want_int else float(value)
+    return GuardRules(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class GuardState:
+    """The offline limit now (None: unlimited) and how many calm intervals in a row were seen."""
+
+    limit: float | None = None
+    calm: int = 0
+
+
+def decide(state: GuardState, pressure: float | None, rules: GuardRules) -> tuple[GuardState, Action]:
+    """The next state for one interval's online ``pressure`` (percent; None: not measurable)."""
+    if pressure is not None and pressure >= rules.throttle_above:
+        current = 1.0 if state.limit is None else state.limit
+        cut = max(rules.floor, current * rules.step_down)
+        return GuardState(min(cut, current), 0), Action.THROTTLE if cut < current else Action.HOLD
+    if state.limit is None or (pressure is not None and pressure > rules.release_below):
+        return GuardState(state.limit, 0), Action.HOLD
+    # calm, or unknown: offline work is never held back without evidence
+    return _calm_step(state, rules)
+
+
+def _calm_step(state: GuardState, rules: GuardRules) -> tuple[GuardState, Action]:
+    assert state.limit is not None
+    calm = state.calm + 1
+    if calm < rules.calm_intervals:
+        return GuardState(state.limit, calm), Action.HOLD
+    raised = state.limit + rules.step_up
+    if raised >= 1.0:
+        return GuardState(None, 0), Action.RELEASE
+    return GuardState(raised, 0), Action.RELAX

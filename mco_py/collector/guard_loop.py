@@ -1,0 +1,255 @@
+"""The node guard in the collector: every ``guard_interval_s`` it measures the online groups'
+CPU pressure, decides (:mod:`mco_py.collector.guard`) and limits the offline groups' CPU
+(:mod:`mco_py.collector.cgroups`), or in ``dry-run`` only says what it would do.
+
+Limits it wrote are journalled first and restored when it stops, when the limit is lifted, and
+when it starts after a guard was killed with limits in place. Only the configured offline groups
+are ever written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter
+from mco_py.collector.exporter import Family
+from mco_py.collector.guard import Action, GuardRules, GuardState, decide
+from mco_py.collector.signals import Unavailable
+from mco_py.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+MODES = ("off", "dry-run", "on")
+RESOURCES = ("cpu", "io", "memory")
+
+
+@dataclass(slots=True)
+class GuardStatus:
+    """What the last interval saw and did, for /metrics."""
+
+    mode: str
+    pressure: float | None = None
+    limit: float | None = None
+    actions: dict[str, int] = field(default_factory=lambda: {a.value: 0 for a in Action if a is not Action.HOLD})
+    reasserted: int = 0
+    write_errors: int = 0
+    stalled: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    """(class, group, resource) -> seconds stalled since the group exists."""
+
+
+class Guard:
+    """One feedback loop over the configured groups."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        *,
+        online: Sequence[str],
+        offline: Sequence[str],
+        rules: GuardRules,
+        mode: str,
+        journal_path: os.PathLike[str] | str,
+        cpus: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if mode not in ("dry-run", "on"):
+            raise ConfigError(f"guard: {mode!r}; expected dry-run or on")
+        if not online or not offline:
+            raise ConfigError("guard: needs online_cgroups (whose pressure it watches) and offline_cgroups (it limits)")
+        self.online = [layout.check_group(g) for g in online]
+        self.offline = [layout.check_group(g) for g in offline]
+        overlap = set(self.online) & set(self.offline)
+        if overlap:
+            raise ConfigError(f"guard: {', '.join(sorted(overlap))} is both online and offline")
+        self.rules = rules
+        self.mode = mode
+        self.limits = CpuLimits(layout)
+        self.journal = Journal(Path(journal_path), self.limits)
+        self.meter = PressureMeter(layout, clock=clock)
+        self.cpus = cpus or len(os.sched_getaffinity(0))
+        self.state = GuardState()
+        self.status = GuardStatus(mode)
+        self._written: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def recover(self) -> None:
+        """Undo limits a killed guard left behind (its journal), before the first step."""
+        if self.journal.path.exists():
+            problems = self.journal.restore()
+            log.warning(
+                "restored the CPU limits a previous guard left in place (journal %s)%s",
+                self.journal.path,
+                ": " + "; ".join(problems) if problems else "",
+            )
+
+    def step(self) -> Action:
+        """One interval: measure, decide, apply (or, in dry-run, only report)."""
+        pressures = [self.meter.share(g, "cpu") for g in self.online]
+        known = [p for p in pressures if p is not None]
+        pressure = max(known) if known else None
+        previous = self.state.limit
+        self.state, action = decide(self.state, pressure, self.rules)
+        if action is not Action.HOLD:
+            cores = None if self.state.limit is None else self.state.limit * self.cpus
+            log.info(
+                "%s%s offline CPU: %s (online CPU pressure %s)",
+                "dry-run: would " if self.mode == "dry-run" else "",
+                action.value,
+                "unlimited" if cores is None else f"{cores:.2f} of {self.cpus} CPUs",
+                "unknown" if pressure is None else f"{pressure:.1f} %",
+                extra={"action": action.value, "limit_before": previous, "limit": self.state.limit},
+            )
+        if self.mode == "on":
+            self._apply()
+        stalled = self._stalled()
+        with self._lock:
+            self.status.pressure = pressure
+            self.status.limit = self.state.limit
+            self.status.stalled = stalled
+            if action is not Action.HOLD:
+                self.status.actions[action.value] += 1
+        return action
+
+    def _apply(self) -> None:
+        if self.state.limit is None:
+            if self._written:
+                self._restore("lifted")
+            return
+        cores = self.state.limit * self.cpus
+        for group in self.offline:
+            try:
+                wanted = self.limits.text_for(group, cores)
+                current = self.limits.read_raw(group)
+                if current == wanted:
+                    continue
+                if group in self._written and current != self._written[group]:
+                    with self._lock:
+                        self.status.reasserted += 1  # someone (the kubelet) wrote over our limit
+                self.journal.remember(group)
+                self.limits.write_raw(group, wanted)
+                self._written[group] = wanted
+            except (OSError, ValueError, Unavailable) as exc:
+                with self._lock:
+                    self.status.write_errors += 1
+                log.warning("cannot limit offline group %s: %s", group, exc, extra={"group": group})
+
+    def _restore(self, why: str) -> None:
+        problems = self.journal.restore()
+        self._written.clear()
+        if problems:
+            with self._lock:
+                self.status.write_errors += len(problems)
+            log.error("offline CPU limits %s, but not all restored: %s", why, "; ".join(problems))
+
+    def close(self) -> None:
+        """Put every limit back as it was (also done by :meth:`recover` after a crash)."""
+        if self.mode == "on":
+            self._restore("restored on exit")
+
+    def _stalled(self) -> dict[tuple[str, str, str], float]:
+        out: dict[tuple[str, str, str], float] = {}
+        for cls, groups in (("online", self.online), ("offline", self.offline)):
+            for group in groups:
+                for resource in RESOURCES:
+                    try:
+                        out[cls, group, resource] = self.meter.total_seconds(group, resource)
+                    except Unavailable:
+                        continue
+        return out
+
+    def families(self) -> list[Family]:
+        """The guard's metric families (rendered with the collector's)."""
+        with self._lock:
+            st = self.status
+            limit = 1.0 if st.limit is None else st.limit
+            out = [
+                Family(
+                    "mco_guard_mode",
+                    "The guard's mode (1): dry-run only reports",
+                    "gauge",
+                    ("mode",),
+                    [((st.mode,), 1.0)],
+                ),
+                Family(
+                    "mco_guard_offline_cpu_limit_ratio",
+                    "CPU the offline groups may use, share of the node's CPUs (1: unlimited)",
+                    "gauge",
+                    (),
+                    [((), limit)],
+                ),
+                Family(
+                    "mco_guard_actions",
+                    "Changes of the offline CPU limit by action (dry-run: the ones it would make)",
+                    "counter",
+                    ("action",),
+                    [((a,), float(n)) for a, n in sorted(st.actions.items())],
+                ),
+                Family(
+                    "mco_guard_limit_reasserted",
+                    "Times another writer (the kubelet) had replaced a limit the guard set",
+                    "counter",
+                    (),
+                    [((), float(st.reasserted))],
+                ),
+                Family(
+                    "mco_guard_write_errors",
+                    "Limit writes or restores that failed",
+                    "counter",
+                    (),
+                    [((), float(st.write_errors))],
+                ),
+                Family(
+                    "mco_workload_pressure_seconds",
+                    "Seconds the group's tasks stalled on the resource (PSI some total=, per cgroup)",
+                    "counter",
+                    ("class", "group", "resource"),
+                    [(key, value) for key, value in sorted(st.stalled.items())],
+                ),
+            ]
+            if st.pressure is not None:
+                out.insert(
+                    1,
+                    Family(
+                        "mco_guard_online_cpu_pressure_percent",
+                        "CPU stall share of the last interval of the worst online group, percent",
+                        "gauge",
+                        (),
+                        [((), st.pressure)],
+                    ),
+                )
+        return out
+
+
+class GuardLoop:
+    """Runs :meth:`Guard.step` every ``interval`` seconds in a daemon thread."""
+
+    def __init__(self, guard: Guard, interval: float) -> None:
+        self.guard = guard
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.guard.recover()
+
+        def run() -> None:
+            while not self._stop.wait(self.interval):
+                try:
+                    self.guard.step()
+                except Exception:  # never let a bug leave limits unrestored without a word
+                    log.exception("guard step failed")
+
+        self._thread = threading.Thread(target=run, name="guard", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.guard.close()

@@ -1,0 +1,325 @@
+"""The node guard: its decisions (pure, property tests), its writes on a cgroup v2 tree, its
+configuration errors. Real cgroups on this host and kill -9: test_guard_cgroups.py."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter, WorkloadPressureSource, detect_layout
+from mco_py.collector.config import load_settings
+from mco_py.collector.guard import Action, GuardRules, GuardState, decide, rules_from_mapping
+from mco_py.collector.guard_loop import Guard
+from mco_py.errors import ConfigError
+
+_rules = st.builds(
+    GuardRules,
+    throttle_above=st.floats(5, 100),
+    release_below=st.floats(0, 4.9),
+    calm_intervals=st.integers(1, 5),
+    step_down=st.floats(0.05, 0.95),
+    step_up=st.floats(0.01, 1.0),
+    floor=st.floats(0, 0.9),
+)
+_pressure = st.none() | st.floats(0, 100)
+
+
+@given(rules=_rules, pressures=st.lists(_pressure, max_size=60))
+def test_the_limit_stays_between_the_floor_and_the_whole_node(rules: GuardRules, pressures: list[float | None]) -> None:
+    state = GuardState()
+    for pressure in pressures:
+        before = state.limit
+        state, action = decide(state, pressure, rules)
+        if state.limit is not None:
+            assert rules.floor <= state.limit < 1.0 or state.limit == before
+        if pressure is not None and rules.release_below < pressure < rules.throttle_above:
+            assert state.limit == before, "between the thresholds nothing changes (hysteresis)"
+            assert action is Action.HOLD
+        if action is Action.THROTTLE:
+            assert before is None or (state.limit is not None and state.limit < before)
+        if action in (Action.RELAX, Action.RELEASE):
+            assert pressure is None or pressure <= rules.release_below
+
+
+@given(rules=_rules, start=st.lists(_pressure, max_size=30))
+def test_constant_pressure_reaches_the_floor_and_calm_restores_everything(
+    rules: GuardRules, start: list[float | None]
+) -> None:
+    state = GuardState()
+    for pressure in start:
+        state, _ = decide(state, pressure, rules)
+    # under constant pressure: at the floor within log(floor)/log(step_down) + 1 steps (bounded steps)
+    steps = 1 + (math.ceil(math.log(rules.floor) / math.log(rules.step_down)) if rules.floor > 0 else 60)
+    for _ in range(steps):
+        state, _ = decide(state, 100.0, rules)
+    assert state.limit is not None
+    if rules.floor > 0:
+        assert state.limit == pytest.approx(rules.floor)
+    else:  # no floor: it keeps halving (the kernel's smallest quota, 1 ms a period, is the bottom)
+        assert state.limit <= rules.step_down ** (steps - 1) * (1 + 1e-9)
+    # calm (or unknown) for long enough: the limit is lifted, never to stay
+    calm_steps = rules.calm_intervals * (math.ceil(1 / rules.step_up) + 1)
+    for i in range(calm_steps):
+        state, _ = decide(state, None if i % 2 else 0.0, rules)
+    assert state == GuardState()
+
+
+def test_each_step_is_bounded() -> None:
+    rules = GuardRules(throttle_above=10, release_below=2, calm_intervals=2, step_down=0.5, step_up=0.25, floor=0.1)
+    state, action = decide(GuardState(), 50.0, rules)
+    assert (state, action) == (GuardState(0.5, 0), Action.THROTTLE)
+    state, _ = decide(state, 50.0, rules)
+    assert state.limit == 0.25
+    state, _ = decide(state, 1.0, rules)
+    assert (state, _) == (GuardState(0.25, 1), Action.HOLD)
+    state, action = decide(state, 1.0, rules)
+    assert (state, action) == (GuardState(0.5, 0), Action.RELAX)
+    state, _ = decide(state, 5.0, rules)  # between: the calm count starts over
+    assert state == GuardState(0.5, 0)
+    for _ in range(3):
+        state, action = decide(state, 0.0, rules)
+    assert (state, action) == (GuardState(0.75, 1), Action.HOLD)
+    state, action = decide(state, 0.0, rules)
+    assert (state, action) == (GuardState(), Action.RELEASE)
+
+
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        ({"throttle_above": 2, "release_below": 5}, "release_below (5) < throttle_above (2)"),
+        ({"step_down": 1.5}, "step_down (1.5) must be between 0 and 1"),
+        ({"floor": 1}, "floor (1) must be at least 0 and below 1"),
+        ({"calm_intervals": 0}, "calm_intervals (0) must be at least 1"),
+        ({"calm_intervals": 1.5}, "calm_intervals: 1.5 is not an integer"),
+        ({"step_up": "lots"}, "step_up: 'lots' is not a number"),
+        ({"floor": True}, "floor: True is not a number"),
+        ({"throttle": 5}, "unknown key(s) throttle; known: calm_intervals"),
+        ([1], "expected a mapping, got list"),
+    ],
+)
+def test_bad_rules_say_what_to_fix(doc: object, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        rules_from_mapping(doc)
+    assert says in str(caught.value)
+
+
+def test_the_collector_configuration_of_the_guard() -> None:
+    settings = load_settings(
+        file_text=(
+            "stream: false\nguard: dry-run\nonline_cgroups: [online.slice]\noffline_cgroups: [offline.slice, batch]\n"
+            "guard_rules: {throttle_above: 20, floor: 0.2}\n"
+        )
+    )
+    assert settings.guard == "dry-run"
+    assert settings.offline_cgroups == ("offline.slice", "batch")
+    assert settings.guard_rules == GuardRules(throttle_above=20, floor=0.2)
+    assert load_settings(file_text="stream: false\n").guard == "off"
+    with pytest.raises(ConfigError, match=r"guard_rules: floor \(2\) must be at least 0 and below 1"):
+        load_settings(file_text="stream: false\nguard: on\nguard_rules: {floor: 2}\n")
+    with pytest.raises(ConfigError, match="guard: on needs online_cgroups"):
+        load_settings(file_text="stream: false\nguard: on\noffline_cgroups: [batch]\n")
+    with pytest.raises(ConfigError, match="guard: 'yes'; expected one of off, dry-run, on"):
+        load_settings(file_text="stream: false\nguard: 'yes'\n")
+
+
+# -- a cgroup v2 tree ------------------------------------------------------------------------
+
+
+def v2_tree(root: Path, groups: list[str]) -> Path:
+    """A cgroup v2 mount as the kernel shows it: cpu enabled, each group with cpu.max and pressure."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    for group in groups:
+        (root / group).mkdir(parents=True)
+        (root / group / "cpu.max").write_text("max 100000\n")
+        for resource in ("cpu", "io", "memory"):
+            set_stall(root, group, resource, 0)
+    return root
+
+
+def set_stall(root: Path, group: str, resource: str, total_us: int) -> None:
+    line = f"avg10=0.00 avg60=0.00 avg300=0.00 total={total_us}"
+    (root / group / f"{resource}.pressure").write_text(f"some {line}\nfull {line}\n")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_guard(root: Path, tmp: Path, clock: Clock, mode: str = "on") -> Guard:
+    return Guard(
+        detect_layout(root),
+        online=["online.slice"],
+        offline=["offline.slice/job-1", "offline.slice/job-2"],
+        rules=GuardRules(throttle_above=10, release_below=2, calm_intervals=1, step_down=0.5, step_up=0.5, floor=0.1),
+        mode=mode,
+        journal_path=tmp / "journal.json",
+        cpus=4,
+        clock=clock,
+    )
+
+
+def run_interval(guard: Guard, root: Path, clock: Clock, stall_share: float) -> Action:
+    """One second in which the online group stalled ``stall_share`` of the time."""
+    text = (root / "online.slice" / "cpu.pressure").read_text()
+    total = int(text.split("total=")[1].split()[0])
+    set_stall(root, "online.slice", "cpu", total + round(stall_share * 1e6))
+    clock.now += 1.0
+    return guard.step()
+
+
+def test_on_a_v2_tree_only_offline_groups_are_limited_and_everything_is_put_back(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice/job-1", "offline.slice/job-2"])
+    (root / "offline.slice/job-2/cpu.max").write_text("300000 100000\n")  # an operator's own limit: 3 CPUs
+    clock = Clock()
+    guard = make_guard(root, tmp_path, clock)
+    guard.step()  # first reading: no rate yet
+    assert run_interval(guard, root, clock, 0.5) is Action.THROTTLE
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "200000 100000"  # 0.5 of 4 CPUs
+    assert (root / "offline.slice/job-2/cpu.max").read_text() == "200000 100000"
+    assert (root / "online.slice/cpu.max").read_text() == "max 100000\n", "online is never limited"
+    journal = json.loads((tmp_path / "journal.json").read_text())
+    assert journal["limits"] == {"offline.slice/job-1": "max 100000", "offline.slice/job-2": "300000 100000"}
+    run_interval(guard, root, clock, 0.5)
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "100000 100000"
+    # the kubelet (or anyone) writes over the limit: the guard puts it back and counts it
+    (root / "offline.slice/job-1/cpu.max").write_text("max 100000")
+    run_interval(guard, root, clock, 0.5)
+    assert guard.status.reasserted == 1
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "50000 100000"  # 0.125 of 4 CPUs
+    run_interval(guard, root, clock, 0.5)
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "40000 100000"  # the floor: 0.1 of 4 CPUs
+    assert run_interval(guard, root, clock, 0.5) is Action.HOLD
+    families = {f.name: f for f in guard.families()}
+    assert families["mco_guard_offline_cpu_limit_ratio"].rows == [((), 0.1)]
+    assert dict(families["mco_guard_actions"].rows)[("throttle",)] == 4
+    assert families["mco_guard_online_cpu_pressure_percent"].rows == [((), pytest.approx(50.0))]
+    stalled = dict(families["mco_workload_pressure_seconds"].rows)
+    assert stalled[("online", "online.slice", "cpu")] == pytest.approx(2.5)
+    assert stalled[("offline", "offline.slice/job-1", "io")] == 0.0
+    # calm: steps up, then lifts the limit: each group back to exactly what it was
+    actions = [run_interval(guard, root, clock, 0.0) for _ in range(2)]
+    assert actions == [Action.RELAX, Action.RELEASE]
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "max 100000"
+    assert (root / "offline.slice/job-2/cpu.max").read_text() == "300000 100000"
+    assert not (tmp_path / "journal.json").exists()
+
+
+def test_dry_run_decides_but_writes_nothing(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice/job-1", "offline.slice/job-2"])
+    clock = Clock()
+    guard = make_guard(root, tmp_path, clock, mode="dry-run")
+    guard.step()
+    assert run_interval(guard, root, clock, 0.9) is Action.THROTTLE
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "max 100000\n"
+    assert not (tmp_path / "journal.json").exists()
+    families = {f.name: f for f in guard.families()}
+    assert families["mco_guard_mode"].rows == [(("dry-run",), 1.0)]
+    assert families["mco_guard_offline_cpu_limit_ratio"].rows == [((), 0.5)]
+
+
+def test_a_journal_left_by_a_killed_guard_is_restored_at_start(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice/job-1", "offline.slice/job-2"])
+    clock = Clock()
+    first = make_guard(root, tmp_path, clock)
+    first.step()
+    run_interval(first, root, clock, 0.9)
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "200000 100000"
+    # killed here (no close); a new guard starts
+    (root / "offline.slice/job-2").rename(root / "offline.slice/gone")  # a group removed meanwhile
+    second = make_guard(root, tmp_path, Clock())
+    second.recover()
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "max 100000"
+    assert not (tmp_path / "journal.json").exists()
+
+
+def test_groups_cannot_escape_the_tree_or_be_both_classes(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["a", "b"])
+    layout = detect_layout(root)
+    for bad in ("../etc", "a/../../x", "", "/"):
+        with pytest.raises(ConfigError, match="expected a path below the cgroup root"):
+            layout.check_group(bad)
+    with pytest.raises(ConfigError, match="a is both online and offline"):
+        Guard(layout, online=["a"], offline=["/a/"], rules=GuardRules(), mode="on", journal_path=tmp_path / "j")
+
+
+def test_layouts(tmp_path: Path) -> None:
+    v2 = v2_tree(tmp_path / "v2", [])
+    assert detect_layout(v2) == Layout(v2, 2, v2)
+    hybrid = tmp_path / "hybrid"
+    (hybrid / "cpu").mkdir(parents=True)
+    (hybrid / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert detect_layout(hybrid) == Layout(hybrid / "cpu", 1, None)
+    (hybrid / "unified").mkdir()
+    (hybrid / "unified" / "cgroup.procs").write_text("")
+    assert detect_layout(hybrid).pressure_root == hybrid / "unified"
+    with pytest.raises(ConfigError, match="neither a cgroup v2 tree with cpu nor a cgroup v1 cpu controller"):
+        detect_layout(tmp_path / "nothing")
+    no_cpu = tmp_path / "nocpu"
+    no_cpu.mkdir()
+    (no_cpu / "cgroup.controllers").write_text("io memory\n")
+    with pytest.raises(ConfigError, match="without the cpu controller"):
+        detect_layout(no_cpu)
+
+
+def test_v1_limits_and_the_journal_round_trip(tmp_path: Path) -> None:
+    cpu = tmp_path / "cpu" / "offline"
+    cpu.mkdir(parents=True)
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    (cpu / "cpu.cfs_quota_us").write_text("-1\n")
+    (cpu / "cpu.cfs_period_us").write_text("50000\n")
+    limits = CpuLimits(detect_layout(tmp_path))
+    assert limits.text_for("offline", 1.5) == "75000"
+    assert limits.text_for("offline", 0.0) == "1000", "the kernel's smallest quota"
+    assert limits.text_for("offline", None) == "-1"
+    journal = Journal(tmp_path / "state" / "j.json", limits)
+    journal.remember("offline")
+    limits.write_raw("offline", "75000")
+    assert limits.cores("offline") == 1.5
+    assert journal.restore() == []
+    assert limits.cores("offline") is None
+
+
+def test_pressure_share_needs_two_readings_and_a_v2_tree(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["g"])
+    clock = Clock()
+    meter = PressureMeter(detect_layout(root), clock=clock)
+    assert meter.share("g", "io") is None
+    set_stall(root, "g", "io", 250_000)
+    clock.now = 0.5
+    assert meter.share("g", "io") == pytest.approx(50.0)
+    assert meter.share("missing", "io") is None
+
+
+def test_the_workload_source_says_who_stalls(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice/a", "offline.slice/b"])
+    clock = Clock()
+    source = WorkloadPressureSource(
+        detect_layout(root),
+        {"online": ("online.slice",), "offline": ("offline.slice/a", "offline.slice/b")},
+        clock=clock,
+    )
+    first = {r.name: r for r in source.read(0.0)}
+    assert len(first) == 6
+    assert first["psiOnlineCpuSomeRate"].absence is not None
+    set_stall(root, "online.slice", "cpu", 300_000)
+    set_stall(root, "offline.slice/b", "io", 800_000)
+    clock.now = 1.0
+    got = {r.name: r.value for r in source.read(1.0)}
+    assert got["psiOnlineCpuSomeRate"] == pytest.approx(30.0)
+    assert got["psiOfflineIoSomeRate"] == pytest.approx(80.0), "the worst offline group"
+    assert got["psiOfflineCpuSomeRate"] == 0.0
+    v1_only = tmp_path / "v1"
+    (v1_only / "cpu").mkdir(parents=True)
+    (v1_only / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    absent = WorkloadPressureSource(detect_layout(v1_only), {"online": ("x",)}).read(0.0)
+    assert all(r.absence is not None and "cgroup v1 only" in r.reason for r in absent)

@@ -1,0 +1,171 @@
+"""The node guard against this host's real cgroups (root): cgroup v1 ``cpu`` controller for the
+limits, the v2 tree at /sys/fs/cgroup/unified for the pressure. CPU hogs in an online and an
+offline group make the online group stall; the collector's guard limits the offline group,
+survives kill -9 without leaving the limit behind, and restores it on a clean stop."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mco_py.collector.cgroups import detect_layout
+
+ROOT = Path("/sys/fs/cgroup")
+
+
+def _usable() -> str:
+    if os.geteuid() != 0:
+        return "needs root"
+    try:
+        layout = detect_layout(ROOT)
+    except Exception as exc:
+        return str(exc)
+    if layout.version != 1 or layout.pressure_root is None:
+        return "written for the hybrid layout (v1 cpu controller, v2 pressure tree)"
+    return ""
+
+
+pytestmark = [pytest.mark.root, pytest.mark.skipif(bool(_usable()), reason=_usable() or "usable")]
+
+
+class Groups:
+    def __init__(self, name: str) -> None:
+        layout = detect_layout(ROOT)
+        assert layout.pressure_root is not None
+        self.cpu = layout.cpu_root / name
+        self.unified = layout.pressure_root / name
+        self.name = name
+        for tree in (self.cpu, self.unified):
+            for cls in ("online", "offline"):
+                (tree / cls).mkdir(parents=True, exist_ok=True)
+        self.hogs: list[subprocess.Popen[bytes]] = []
+
+    def hog(self, cls: str, workers: int) -> None:
+        """``workers`` busy loops in group ``cls`` of both trees."""
+        for _ in range(workers):
+            proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for tree in (self.cpu, self.unified):
+                (tree / cls / "cgroup.procs").write_text(str(proc.pid))
+            self.hogs.append(proc)
+
+    def stop_hogs(self) -> None:
+        for proc in self.hogs:
+            proc.kill()
+            proc.wait()
+        self.hogs.clear()
+
+    def quota(self) -> int:
+        return int((self.cpu / "offline" / "cpu.cfs_quota_us").read_text())
+
+    def remove(self) -> None:
+        self.stop_hogs()
+        for tree in (self.cpu, self.unified):
+            for cls in ("online", "offline"):
+                with contextlib.suppress(OSError):
+                    (tree / cls).rmdir()
+            with contextlib.suppress(OSError):
+                tree.rmdir()
+
+
+@pytest.fixture
+def groups() -> Iterator[Groups]:
+    made = Groups(f"mco-guard-test-{os.getpid()}")
+    try:
+        yield made
+    finally:
+        made.remove()
+
+
+def collector(tmp_path: Path, groups: Groups, mode: str = "on") -> subprocess.Popen[bytes]:
+    config = tmp_path / "collector.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "stream": False,
+                "metrics_host": "127.0.0.1",
+                "metrics_port": 0,
+                "bio_backend": "off",
+                "llc": "off",
+                "resctrl": "off",
+                "guard": mode,
+                "guard_interval_s": 0.5,
+                "online_cgroups": [f"{groups.name}/online"],
+                "offline_cgroups": [f"{groups.name}/offline"],
+                "guard_journal": str(tmp_path / "guard-limits.json"),
+                "guard_rules": {"throttle_above": 10, "release_below": 2, "calm_intervals": 2, "floor": 0.1},
+            }
+        )
+    )
+    with (tmp_path / "collector.log").open("ab") as log:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "mco_py.cli", "collector", "--config", str(config)], stdout=log, stderr=log
+        )
+
+
+def until(cond: Callable[[], bool], what: str, tmp_path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            log = (tmp_path / "collector.log").read_text()[-3000:]
+            raise AssertionError(f"timed out waiting for {what}; collector log:\n{log}")
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(180)
+def test_the_guard_limits_offline_cpu_and_survives_kill_9(groups: Groups, tmp_path: Path) -> None:
+    assert groups.quota() == -1
+    online_quota = (groups.cpu / "online" / "cpu.cfs_quota_us").read_text()
+    # two online and two offline busy loops on this host's CPUs: the online group waits for CPU
+    groups.hog("online", 2)
+    groups.hog("offline", 2)
+    first = collector(tmp_path, groups)
+    journal = tmp_path / "guard-limits.json"
+    try:
+        until(lambda: groups.quota() > 0, "the offline group limited", tmp_path)
+        assert json.loads(journal.read_text())["limits"] == {f"{groups.name}/offline": "-1"}
+        assert (groups.cpu / "online" / "cpu.cfs_quota_us").read_text() == online_quota, "online never limited"
+        # killed with the limit in place: the limit outlives it, the journal says what to undo
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        assert groups.quota() > 0
+        assert journal.exists()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(10)
+    # the batch work stops; a new collector (guard switched off meanwhile) undoes the stale limit
+    groups.stop_hogs()
+    second = collector(tmp_path, groups, mode="off")
+    try:
+        until(lambda: groups.quota() == -1, "the stale limit restored at start", tmp_path)
+        until(lambda: not journal.exists(), "the journal removed", tmp_path)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(20)
+    # and a clean stop while limiting puts the limit back too
+    groups.hog("online", 2)
+    groups.hog("offline", 2)
+    third = collector(tmp_path, groups)
+    try:
+        until(lambda: groups.quota() > 0, "the offline group limited again", tmp_path)
+        third.send_signal(signal.SIGTERM)
+        assert third.wait(20) == 0
+    finally:
+        if third.poll() is None:
+            third.kill()
+            third.wait(10)
+    assert groups.quota() == -1
+    assert not journal.exists()
+    log = (tmp_path / "collector.log").read_text()
+    assert "restored CPU limits a killed guard left" in log
+    assert '"action": "throttle"' in log
