@@ -1,0 +1,66 @@
+"""The mco_collector role's guard switch: the configuration it writes is one the collector accepts,
+and the unit gets write access to the cgroup tree (and CAP_DAC_OVERRIDE) only when the guard is on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mco_py.collector.config import load_settings
+from mco_py.collector.guard import GuardRules
+
+from .helpers import BIN, REPO, run
+
+TEMPLATES = REPO / "roles" / "mco_collector" / "templates"
+
+
+def render(template: str, dest: Path, variables: dict[str, object]) -> str:
+    """The role's template rendered by Ansible with the role's defaults and vars and ``variables``."""
+    defaults = yaml.safe_load((REPO / "roles/mco_collector/defaults/main.yml").read_text())
+    internal = yaml.safe_load((REPO / "roles/mco_collector/vars/main.yml").read_text())
+    extra = dest.with_suffix(".vars.json")
+    extra.write_text(
+        json.dumps({**defaults, **internal, "ansible_facts": {"nodename": "node-1"}, "__mco_collector_caps": [],
+                    **variables})
+    )  # fmt: skip
+    proc = run(
+        [str(BIN / "ansible"), "localhost", "-c", "local", "-e", f"@{extra}", "-m", "ansible.builtin.template",
+         "-a", f"src={TEMPLATES / template} dest={dest}"]
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return dest.read_text()
+
+
+def test_guard_on_writes_a_configuration_the_collector_accepts(tmp_path: Path) -> None:
+    text = render(
+        "collector.yaml.j2",
+        tmp_path / "collector.yaml",
+        {
+            "mco_collector_guard": "on",
+            "mco_collector_guard_online_cgroups": ["online.slice"],
+            "mco_collector_guard_offline_cgroups": ["offline.slice", "kubepods.slice/kubepods-besteffort.slice"],
+            "mco_collector_guard_rules": {"throttle_above": 15, "floor": 0.2},
+        },
+    )
+    settings = load_settings(file_text=text)
+    assert settings.guard == "on"
+    assert settings.offline_cgroups == ("offline.slice", "kubepods.slice/kubepods-besteffort.slice")
+    assert settings.guard_rules == GuardRules(throttle_above=15, floor=0.2)
+    assert str(settings.guard_journal) == "/var/lib/mco-collector/guard-limits.json"
+
+
+def test_guard_off_writes_no_guard_keys(tmp_path: Path) -> None:
+    text = render("collector.yaml.j2", tmp_path / "collector.yaml", {})
+    assert "guard" not in text
+    assert load_settings(file_text=text).guard == "off"
+
+
+@pytest.mark.parametrize(("mode", "writable"), [("on", True), ("dry-run", False), ("off", False)])
+def test_only_an_active_guard_may_write_cgroups(tmp_path: Path, mode: str, writable: bool) -> None:
+    unit = render("mco-collector.service.j2", tmp_path / "mco-collector.service", {"mco_collector_guard": mode})
+    assert ("ProtectControlGroups=no" in unit) is writable
+    assert ("ProtectControlGroups=yes" in unit) is not writable
+    assert "StateDirectory=mco-collector" in unit
