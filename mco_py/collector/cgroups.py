@@ -69,23 +69,27 @@ def detect_layout(root: Path = Path("/sys/fs/cgroup")) -> Layout:
 
 
 class CpuLimits:
-    """Reads and writes a group's CPU limit in its layout's own terms."""
+    """Reads and writes a group's CPU controller files in its layout's own terms: the quota
+    (``cpu.cfs_quota_us`` / ``cpu.max``) and the weight (``cpu.shares`` / ``cpu.weight``)."""
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
+        self.quota_file = "cpu.max" if layout.version == 2 else "cpu.cfs_quota_us"
+        self.weight_file = "cpu.weight" if layout.version == 2 else "cpu.shares"
+        self.lowest_weight = "1" if layout.version == 2 else "2"
+        """The kernel's smallest weight (the kubelet gives BestEffort pods the same)."""
 
-    def path(self, group: str) -> Path:
-        """The file holding ``group``'s limit."""
-        name = "cpu.max" if self.layout.version == 2 else "cpu.cfs_quota_us"
-        return self.layout.cpu_root / self.layout.check_group(group) / name
+    def path(self, group: str, name: str = "") -> Path:
+        """The file ``name`` (default: the quota) of ``group``."""
+        return self.layout.cpu_root / self.layout.check_group(group) / (name or self.quota_file)
 
-    def read_raw(self, group: str) -> str:
-        """The limit file's text as the kernel shows it (``-1``, ``max 100000``)."""
-        return self.path(group).read_text().strip()
+    def read_raw(self, group: str, name: str = "") -> str:
+        """The file's text as the kernel shows it (``-1``, ``max 100000``, ``1024``)."""
+        return self.path(group, name).read_text().strip()
 
-    def write_raw(self, group: str, text: str) -> None:
-        """Write ``text`` to the limit file."""
-        with self.path(group).open("w") as file:  # one write(2), as the kernel wants it
+    def write_raw(self, group: str, text: str, name: str = "") -> None:
+        """Write ``text`` to the file."""
+        with self.path(group, name).open("w") as file:  # one write(2), as the kernel wants it
             file.write(text)
 
     def text_for(self, group: str, cores: float | None) -> str:
@@ -122,18 +126,20 @@ def _quota(cores: float, period: int) -> int:
 
 
 class Journal:
-    """The limits as they were before the guard changed them (``{group: text}``), on disk."""
+    """The files as they were before the guard changed them (``{"group/file": text}``), on disk."""
 
     def __init__(self, path: Path, limits: CpuLimits) -> None:
         self.path = path
         self.limits = limits
         self._saved: dict[str, str] = {}
 
-    def remember(self, group: str) -> None:
-        """Record ``group``'s limit as it is now, once, and on disk before anything changes it."""
-        if group in self._saved:
+    def remember(self, group: str, name: str = "") -> None:
+        """Record ``group``'s file ``name`` (default: the quota) as it is now, once, and on disk
+        before anything changes it."""
+        key = f"{self.limits.layout.check_group(group)}/{name or self.limits.quota_file}"
+        if key in self._saved:
             return
-        self._saved[group] = self.limits.read_raw(group)
+        self._saved[key] = self.limits.read_raw(group, name)
         self._write()
 
     def _write(self) -> None:
@@ -151,9 +157,10 @@ class Journal:
                 os.unlink(tmp)
             raise
 
-    def restore(self) -> list[str]:
-        """Write back every recorded limit (this run's and one left by a killed guard) and
-        remove the journal; returns what could not be restored (a group gone is not a problem)."""
+    def restore(self, only: str = "") -> list[str]:
+        """Write back every recorded file (this run's and those a killed guard left) and remove
+        the journal, or with ``only`` just the files of that name (the rest stay recorded);
+        returns what could not be restored (a group gone is not a problem)."""
         saved = dict(self._saved)
         problems: list[str] = []
         try:
@@ -165,17 +172,25 @@ class Journal:
             pass
         except (OSError, ValueError) as exc:
             problems.append(f"{self.path}: unreadable journal ({exc}); limits written before it may remain")
-        for group, text in saved.items():
+        kept = {k: v for k, v in saved.items() if only and not k.endswith("/" + only)}
+        for key, text in saved.items():
+            if key in kept:
+                continue
+            group, _, name = key.rpartition("/")
             try:
-                self.limits.write_raw(group, text)
+                self.limits.write_raw(group, text, name)
             except FileNotFoundError:
                 continue  # the group is gone, and its limit with it
             except (OSError, ConfigError) as exc:
-                problems.append(f"{group}: cannot restore {text!r}: {exc}")
-        if not problems:
+                problems.append(f"{key}: cannot restore {text!r}: {exc}")
+        if problems:
+            return problems
+        self._saved = kept
+        if kept:
+            self._write()
+        else:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
-            self._saved.clear()
         return problems
 
 

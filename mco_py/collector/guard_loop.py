@@ -1,6 +1,7 @@
 """The node guard in the collector: every ``guard_interval_s`` it measures the online groups'
-CPU pressure, decides (:mod:`mco_py.collector.guard`) and limits the offline groups' CPU
-(:mod:`mco_py.collector.cgroups`), or in ``dry-run`` only says what it would do.
+CPU pressure, decides (:mod:`mco_py.collector.guard`) and limits the offline groups' CPU quota
+(:mod:`mco_py.collector.cgroups`), or in ``dry-run`` only says what it would do. While it is on,
+the offline groups also keep the lowest CPU weight, so online work that wakes up runs first.
 
 Limits it wrote are journalled first and restored when it stops, when the limit is lifted, and
 when it starts after a guard was killed with limits in place. Only the configured offline groups
@@ -75,7 +76,8 @@ class Guard:
         self.cpus = cpus or len(os.sched_getaffinity(0))
         self.state = GuardState()
         self.status = GuardStatus(mode)
-        self._written: dict[str, str] = {}
+        self._written: dict[tuple[str, str], str] = {}
+        """(group, file) -> what the guard last wrote there."""
         self._lock = threading.Lock()
 
     def recover(self) -> None:
@@ -117,31 +119,39 @@ class Guard:
         return action
 
     def _apply(self) -> None:
+        # the lowest weight, all the time: offline work still uses every idle CPU, but online
+        # work that wakes up runs first (the kubelet gives BestEffort pods the same)
+        for group in self.offline:
+            self._write(group, self.limits.weight_file, lambda g: self.limits.lowest_weight)
         if self.state.limit is None:
-            if self._written:
-                self._restore("lifted")
+            if any(name == self.limits.quota_file for _, name in self._written):
+                self._restore("lifted", only=self.limits.quota_file)
             return
         cores = self.state.limit * self.cpus
         for group in self.offline:
-            try:
-                wanted = self.limits.text_for(group, cores)
-                current = self.limits.read_raw(group)
-                if current == wanted:
-                    continue
-                if group in self._written and current != self._written[group]:
-                    with self._lock:
-                        self.status.reasserted += 1  # someone (the kubelet) wrote over our limit
-                self.journal.remember(group)
-                self.limits.write_raw(group, wanted)
-                self._written[group] = wanted
-            except (OSError, ValueError, Unavailable) as exc:
-                with self._lock:
-                    self.status.write_errors += 1
-                log.warning("cannot limit offline group %s: %s", group, exc, extra={"group": group})
+            self._write(group, self.limits.quota_file, lambda g: self.limits.text_for(g, cores))
 
-    def _restore(self, why: str) -> None:
-        problems = self.journal.restore()
-        self._written.clear()
+    def _write(self, group: str, name: str, wanted_for: Callable[[str], str]) -> None:
+        """Make ``group``'s file ``name`` say what ``wanted_for`` gives, journalled first."""
+        try:
+            wanted = wanted_for(group)
+            current = self.limits.read_raw(group, name)
+            if current == wanted:
+                return
+            if (group, name) in self._written and current != self._written[group, name]:
+                with self._lock:
+                    self.status.reasserted += 1  # someone (the kubelet) wrote over it
+            self.journal.remember(group, name)
+            self.limits.write_raw(group, wanted, name)
+            self._written[group, name] = wanted
+        except (OSError, ValueError, Unavailable) as exc:
+            with self._lock:
+                self.status.write_errors += 1
+            log.warning("cannot set %s of offline group %s: %s", name, group, exc, extra={"group": group})
+
+    def _restore(self, why: str, only: str = "") -> None:
+        problems = self.journal.restore(only)
+        self._written = {k: v for k, v in self._written.items() if only and k[1] != only}
         if problems:
             with self._lock:
                 self.status.write_errors += len(problems)

@@ -208,6 +208,26 @@ def _collector_checks(samples: Samples) -> Iterator[Check]:
     else:
         connected = ", ".join(sorted(lb.get("analyzer", "?") for lb, _ in streams))
         yield Check("collector stream", Verdict.OK, "connected to " + connected)
+    yield from _guard_checks(samples)
+
+
+def _guard_checks(samples: Samples) -> Iterator[Check]:
+    modes = [lb.get("mode", "?") for lb, v in samples.get("mco_guard_mode", []) if v]
+    if not modes:
+        return  # off
+    limit = _one(samples, "mco_guard_offline_cpu_limit_ratio", 1.0) or 1.0
+    errors = int(_one(samples, "mco_guard_write_errors_total", 0.0) or 0)
+    state = "offline CPU unlimited" if limit >= 1.0 else f"offline CPU limited to {limit:.0%} of the node"
+    if errors:
+        yield Check(
+            "collector guard",
+            Verdict.WARN,
+            f"{modes[0]}; {state}; {errors} cgroup write(s) or restore(s) failed",
+            "the collector's log names each file; with the guard on, the unit needs a writable cgroup tree "
+            "(the role sets it: mco_collector_guard)",
+        )
+    else:
+        yield Check("collector guard", Verdict.OK, f"{modes[0]}; {state}")
 
 
 _LOOPBACK = re.compile(r"^(localhost|127(\.\d+){3}|\[?::1\]?)$")

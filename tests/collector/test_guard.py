@@ -137,6 +137,7 @@ def v2_tree(root: Path, groups: list[str]) -> Path:
     for group in groups:
         (root / group).mkdir(parents=True)
         (root / group / "cpu.max").write_text("max 100000\n")
+        (root / group / "cpu.weight").write_text("100\n")
         for resource in ("cpu", "io", "memory"):
             set_stall(root, group, resource, 0)
     return root
@@ -187,8 +188,15 @@ def test_on_a_v2_tree_only_offline_groups_are_limited_and_everything_is_put_back
     assert (root / "offline.slice/job-1/cpu.max").read_text() == "200000 100000"  # 0.5 of 4 CPUs
     assert (root / "offline.slice/job-2/cpu.max").read_text() == "200000 100000"
     assert (root / "online.slice/cpu.max").read_text() == "max 100000\n", "online is never limited"
+    assert (root / "offline.slice/job-1/cpu.weight").read_text() == "1", "the lowest weight while the guard runs"
+    assert (root / "online.slice/cpu.weight").read_text() == "100\n"
     journal = json.loads((tmp_path / "journal.json").read_text())
-    assert journal["limits"] == {"offline.slice/job-1": "max 100000", "offline.slice/job-2": "300000 100000"}
+    assert journal["limits"] == {
+        "offline.slice/job-1/cpu.weight": "100",
+        "offline.slice/job-2/cpu.weight": "100",
+        "offline.slice/job-1/cpu.max": "max 100000",
+        "offline.slice/job-2/cpu.max": "300000 100000",
+    }
     run_interval(guard, root, clock, 0.5)
     assert (root / "offline.slice/job-1/cpu.max").read_text() == "100000 100000"
     # the kubelet (or anyone) writes over the limit: the guard puts it back and counts it
@@ -211,6 +219,12 @@ def test_on_a_v2_tree_only_offline_groups_are_limited_and_everything_is_put_back
     assert actions == [Action.RELAX, Action.RELEASE]
     assert (root / "offline.slice/job-1/cpu.max").read_text() == "max 100000"
     assert (root / "offline.slice/job-2/cpu.max").read_text() == "300000 100000"
+    assert list(json.loads((tmp_path / "journal.json").read_text())["limits"]) == [
+        "offline.slice/job-1/cpu.weight",
+        "offline.slice/job-2/cpu.weight",
+    ], "the weight stays lowest while the guard runs"
+    guard.close()
+    assert (root / "offline.slice/job-1/cpu.weight").read_text() == "100"
     assert not (tmp_path / "journal.json").exists()
 
 
@@ -283,6 +297,7 @@ def test_v1_limits_and_the_journal_round_trip(tmp_path: Path) -> None:
     assert limits.text_for("offline", None) == "-1"
     journal = Journal(tmp_path / "state" / "j.json", limits)
     journal.remember("offline")
+    assert json.loads(journal.path.read_text())["limits"] == {"offline/cpu.cfs_quota_us": "-1"}
     limits.write_raw("offline", "75000")
     assert limits.cores("offline") == 1.5
     assert journal.restore() == []

@@ -125,14 +125,20 @@ def until(cond: Callable[[], bool], what: str, tmp_path: Path, timeout: float = 
 def test_the_guard_limits_offline_cpu_and_survives_kill_9(groups: Groups, tmp_path: Path) -> None:
     assert groups.quota() == -1
     online_quota = (groups.cpu / "online" / "cpu.cfs_quota_us").read_text()
-    # two online and two offline busy loops on this host's CPUs: the online group waits for CPU
-    groups.hog("online", 2)
+    # more online busy loops than CPUs: the online group always waits for CPU (the offline
+    # group's lowest weight cannot help), so the guard goes on to limit the offline quota
+    cpus = len(os.sched_getaffinity(0))
+    groups.hog("online", cpus + 1)
     groups.hog("offline", 2)
     first = collector(tmp_path, groups)
     journal = tmp_path / "guard-limits.json"
     try:
         until(lambda: groups.quota() > 0, "the offline group limited", tmp_path)
-        assert json.loads(journal.read_text())["limits"] == {f"{groups.name}/offline": "-1"}
+        assert json.loads(journal.read_text())["limits"] == {
+            f"{groups.name}/offline/cpu.shares": "1024",
+            f"{groups.name}/offline/cpu.cfs_quota_us": "-1",
+        }
+        assert (groups.cpu / "offline" / "cpu.shares").read_text().strip() == "2"
         assert (groups.cpu / "online" / "cpu.cfs_quota_us").read_text() == online_quota, "online never limited"
         # killed with the limit in place: the limit outlives it, the journal says what to undo
         first.send_signal(signal.SIGKILL)
@@ -153,7 +159,7 @@ def test_the_guard_limits_offline_cpu_and_survives_kill_9(groups: Groups, tmp_pa
         second.send_signal(signal.SIGTERM)
         second.wait(20)
     # and a clean stop while limiting puts the limit back too
-    groups.hog("online", 2)
+    groups.hog("online", cpus + 1)
     groups.hog("offline", 2)
     third = collector(tmp_path, groups)
     try:
@@ -165,6 +171,7 @@ def test_the_guard_limits_offline_cpu_and_survives_kill_9(groups: Groups, tmp_pa
             third.kill()
             third.wait(10)
     assert groups.quota() == -1
+    assert (groups.cpu / "offline" / "cpu.shares").read_text().strip() == "1024"
     assert not journal.exists()
     log = (tmp_path / "collector.log").read_text()
     assert "restored CPU limits a killed guard left" in log

@@ -283,3 +283,33 @@ def test_stream_auth_is_judged_from_the_configuration(
 def test_an_exporter_only_collector_has_no_stream_to_judge() -> None:
     view = PartView("collector", 9877, process="pid 1", port_is_own=True, metrics="", settings={"stream": False})
     assert not [c for c in judge([view]) if c.name == "collector stream auth"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "verdict", "says"),
+    [
+        ([], None, ""),
+        (['mco_guard_mode{mode="dry-run"} 1.0', "mco_guard_offline_cpu_limit_ratio 0.5"], Verdict.OK, "dry-run"),
+        (["mco_guard_offline_cpu_limit_ratio 0.25"], None, ""),
+        (
+            [
+                'mco_guard_mode{mode="on"} 1.0',
+                "mco_guard_offline_cpu_limit_ratio 0.25",
+                "mco_guard_write_errors_total 3",
+            ],
+            Verdict.WARN,
+            "on; offline CPU limited to 25% of the node; 3 cgroup write(s) or restore(s) failed",
+        ),
+    ],
+)
+def test_the_collectors_guard_is_reported(lines: list[str], verdict: Verdict | None, says: str) -> None:
+    metrics = "".join(
+        line + "\n" for line in ['mco_build_info{component="collector",version="1",python="3"} 1.0', *lines]
+    )
+    view = PartView("collector", 9877, process="pid 1", port_is_own=True, metrics=metrics, settings={"stream": False})
+    found = [c for c in judge([view]) if c.name == "collector guard"]
+    if verdict is None:
+        assert not found
+    else:
+        assert found[0].verdict is verdict
+        assert says in found[0].detail
