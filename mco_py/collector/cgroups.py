@@ -105,7 +105,10 @@ class CpuLimits:
 
     def cores(self, group: str) -> float | None:
         """The limit now, in CPUs (None: unlimited)."""
-        raw = self.read_raw(group)
+        return self.cores_of(group, self.read_raw(group))
+
+    def cores_of(self, group: str, raw: str) -> float | None:
+        """The quota text ``raw`` of ``group`` in CPUs (None: unlimited)."""
         if self.layout.version == 2:
             quota, _, period = raw.partition(" ")
             return None if quota == "max" else int(quota) / int(period or V1_PERIOD_US)
@@ -125,13 +128,57 @@ def _quota(cores: float, period: int) -> int:
     return max(MIN_QUOTA_US, math.floor(cores * period))
 
 
+#: The only files a journal may name (anything else in one is ignored, never written).
+JOURNALLED_FILES = ("cpu.max", "cpu.weight", "cpu.cfs_quota_us", "cpu.shares")
+
+
 class Journal:
-    """The files as they were before the guard changed them (``{"group/file": text}``), on disk."""
+    """The files as they were before the guard changed them (``{"group/file": text}``), on disk.
+
+    Entries a killed guard left are read at once, so they are never taken again as "originals"
+    and stay until written back; an entry whose write-back fails stays too (retried later).
+    """
 
     def __init__(self, path: Path, limits: CpuLimits) -> None:
         self.path = path
         self.limits = limits
-        self._saved: dict[str, str] = {}
+        self.problems: list[str] = []
+        """Why entries on disk could not be read (then the file is left alone for a person)."""
+        self._saved: dict[str, str] = self._load()
+
+    def _load(self) -> dict[str, str]:
+        try:
+            document = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            self.problems.append(f"{self.path}: unreadable journal ({exc}); limits it recorded may remain")
+            return {}
+        entries = document.get("limits") if isinstance(document, dict) else None
+        if not isinstance(entries, dict):
+            self.problems.append(f"{self.path}: no 'limits' mapping; limits it recorded may remain")
+            return {}
+        out: dict[str, str] = {}
+        for key, text in entries.items():
+            group, _, name = str(key).rpartition("/")
+            try:
+                self.limits.layout.check_group(group)
+            except ConfigError:
+                continue
+            if name in JOURNALLED_FILES and isinstance(text, str):
+                out[str(key)] = text
+        return out
+
+    def __bool__(self) -> bool:
+        return bool(self._saved)
+
+    def holds(self, name: str) -> bool:
+        """True while some group's file ``name`` waits to be written back."""
+        return any(key.endswith("/" + name) for key in self._saved)
+
+    def original(self, group: str, name: str) -> str | None:
+        """What ``group``'s file ``name`` held before the guard first changed it, if it did."""
+        return self._saved.get(f"{self.limits.layout.check_group(group)}/{name}")
 
     def remember(self, group: str, name: str = "") -> None:
         """Record ``group``'s file ``name`` (default: the quota) as it is now, once, and on disk
@@ -143,6 +190,8 @@ class Journal:
         self._write()
 
     def _write(self) -> None:
+        if self.problems:  # an unreadable journal is evidence: never replace it
+            raise OSError(f"{self.path} is unreadable; move it away once its limits are checked")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         document = {"cpuRoot": str(self.limits.layout.cpu_root), "limits": self._saved}
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
@@ -158,35 +207,25 @@ class Journal:
             raise
 
     def restore(self, only: str = "") -> list[str]:
-        """Write back every recorded file (this run's and those a killed guard left) and remove
-        the journal, or with ``only`` just the files of that name (the rest stay recorded);
-        returns what could not be restored (a group gone is not a problem)."""
-        saved = dict(self._saved)
-        problems: list[str] = []
-        try:
-            document = json.loads(self.path.read_text())
-            left = document.get("limits", {}) if isinstance(document, dict) else {}
-            if isinstance(left, dict):
-                saved = {str(k): str(v) for k, v in left.items()} | saved
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
-            problems.append(f"{self.path}: unreadable journal ({exc}); limits written before it may remain")
-        kept = {k: v for k, v in saved.items() if only and not k.endswith("/" + only)}
-        for key, text in saved.items():
-            if key in kept:
+        """Write back every recorded file (this run's and those a killed guard left), or with
+        ``only`` just the files of that name; the journal keeps what is left and goes when
+        empty. Returns what could not be written back (a group gone is not a problem)."""
+        problems = list(self.problems)
+        for key, text in list(self._saved.items()):
+            if only and not key.endswith("/" + only):
                 continue
             group, _, name = key.rpartition("/")
             try:
                 self.limits.write_raw(group, text, name)
             except FileNotFoundError:
-                continue  # the group is gone, and its limit with it
+                pass  # the group is gone, and its limit with it
             except (OSError, ConfigError) as exc:
                 problems.append(f"{key}: cannot restore {text!r}: {exc}")
-        if problems:
+                continue
+            del self._saved[key]
+        if self.problems:
             return problems
-        self._saved = kept
-        if kept:
+        if self._saved:
             self._write()
         else:
             with contextlib.suppress(FileNotFoundError):
@@ -221,7 +260,7 @@ class PressureMeter:
         key = (group, resource)
         try:
             total_us = round(self.total_seconds(group, resource) * 1e6)
-        except Unavailable:
+        except (Unavailable, ValueError):
             self._last.pop(key, None)
             return None
         previous = self._last.get(key)

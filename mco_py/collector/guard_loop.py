@@ -27,6 +27,8 @@ from mco_py.errors import ConfigError
 log = logging.getLogger(__name__)
 
 MODES = ("off", "dry-run", "on")
+#: Steps failing in a row before the guard lifts the quota it set.
+FAIL_SAFE_AFTER = 3
 RESOURCES = ("cpu", "io", "memory")
 
 
@@ -40,6 +42,8 @@ class GuardStatus:
     actions: dict[str, int] = field(default_factory=lambda: {a.value: 0 for a in Action if a is not Action.HOLD})
     reasserted: int = 0
     write_errors: int = 0
+    failing: bool = False
+    """The last interval's writes or restores failed."""
     stalled: dict[tuple[str, str, str], float] = field(default_factory=dict)
     """(class, group, resource) -> seconds stalled since the group exists."""
 
@@ -65,9 +69,13 @@ class Guard:
             raise ConfigError("guard: needs online_cgroups (whose pressure it watches) and offline_cgroups (it limits)")
         self.online = [layout.check_group(g) for g in online]
         self.offline = [layout.check_group(g) for g in offline]
-        overlap = set(self.online) & set(self.offline)
-        if overlap:
-            raise ConfigError(f"guard: {', '.join(sorted(overlap))} is both online and offline")
+        for on in self.online:
+            for off in self.offline:
+                if on == off or on.startswith(off + "/") or off.startswith(on + "/"):
+                    raise ConfigError(
+                        f"guard: online {on} and offline {off} are the same group or one holds the other; a limit "
+                        "on an offline group would reach online work, and a group's pressure includes its children's"
+                    )
         self.rules = rules
         self.mode = mode
         self.limits = CpuLimits(layout)
@@ -79,16 +87,21 @@ class Guard:
         self._written: dict[tuple[str, str], str] = {}
         """(group, file) -> what the guard last wrote there."""
         self._lock = threading.Lock()
+        self._closed = False
 
     def recover(self) -> None:
         """Undo limits a killed guard left behind (its journal), before the first step."""
-        if self.journal.path.exists():
-            problems = self.journal.restore()
-            log.warning(
-                "restored the CPU limits a previous guard left in place (journal %s)%s",
-                self.journal.path,
-                ": " + "; ".join(problems) if problems else "",
-            )
+        if not self.journal and not self.journal.problems:
+            return
+        problems = self.journal.restore()
+        if problems:
+            with self._lock:
+                self.status.write_errors += len(problems)
+                self.status.failing = True
+            log.error("cannot restore the CPU limits a killed guard left (journal %s): %s", self.journal.path,
+                      "; ".join(problems))  # fmt: skip
+        else:
+            log.warning("restored the CPU limits a killed guard left (journal %s)", self.journal.path)
 
     def step(self) -> Action:
         """One interval: measure, decide, apply (or, in dry-run, only report)."""
@@ -107,6 +120,7 @@ class Guard:
                 "unknown" if pressure is None else f"{pressure:.1f} %",
                 extra={"action": action.value, "limit_before": previous, "limit": self.state.limit},
             )
+        errors = self.status.write_errors
         if self.mode == "on":
             self._apply()
         stalled = self._stalled()
@@ -114,22 +128,32 @@ class Guard:
             self.status.pressure = pressure
             self.status.limit = self.state.limit
             self.status.stalled = stalled
+            self.status.failing = self.status.write_errors > errors
             if action is not Action.HOLD:
                 self.status.actions[action.value] += 1
         return action
 
     def _apply(self) -> None:
+        if self._closed:
+            return
         # the lowest weight, all the time: offline work still uses every idle CPU, but online
         # work that wakes up runs first (the kubelet gives BestEffort pods the same)
         for group in self.offline:
             self._write(group, self.limits.weight_file, lambda g: self.limits.lowest_weight)
         if self.state.limit is None:
-            if any(name == self.limits.quota_file for _, name in self._written):
+            if self.journal.holds(self.limits.quota_file):  # also retries a write-back that failed
                 self._restore("lifted", only=self.limits.quota_file)
             return
         cores = self.state.limit * self.cpus
         for group in self.offline:
-            self._write(group, self.limits.quota_file, lambda g: self.limits.text_for(g, cores))
+            self._write(group, self.limits.quota_file, lambda g: self.limits.text_for(g, self._capped(g, cores)))
+
+    def _capped(self, group: str, cores: float) -> float:
+        """``cores``, but never more than the group's own limit from before the guard (a tighter
+        limit of its own is kept: the guard only ever takes CPU away)."""
+        original = self.journal.original(group, self.limits.quota_file)
+        own = self.limits.cores_of(group, original if original is not None else self.limits.read_raw(group))
+        return cores if own is None else min(cores, own)
 
     def _write(self, group: str, name: str, wanted_for: Callable[[str], str]) -> None:
         """Make ``group``'s file ``name`` say what ``wanted_for`` gives, journalled first."""
@@ -154,13 +178,21 @@ class Guard:
         self._written = {k: v for k, v in self._written.items() if only and k[1] != only}
         if problems:
             with self._lock:
+                self.status.failing = True
                 self.status.write_errors += len(problems)
-            log.error("offline CPU limits %s, but not all restored: %s", why, "; ".join(problems))
+            log.error("offline CPU limits %s, but not all written back: %s", why, "; ".join(problems))
 
     def close(self) -> None:
         """Put every limit back as it was (also done by :meth:`recover` after a crash)."""
-        if self.mode == "on":
+        self._closed = True
+        if self.journal:
             self._restore("restored on exit")
+
+    def fail_safe(self) -> None:
+        """After steps keep failing: lift the quota (offline work is never held back blind)."""
+        self.state = GuardState()
+        if self.mode == "on" and self.journal.holds(self.limits.quota_file):
+            self._restore("lifted after failing steps", only=self.limits.quota_file)
 
     def _stalled(self) -> dict[tuple[str, str, str], float]:
         out: dict[tuple[str, str, str], float] = {}
@@ -215,6 +247,13 @@ class Guard:
                     [((), float(st.write_errors))],
                 ),
                 Family(
+                    "mco_guard_failing",
+                    "1 while the last interval's cgroup writes or restores failed (the log says which)",
+                    "gauge",
+                    (),
+                    [((), 1.0 if st.failing else 0.0)],
+                ),
+                Family(
                     "mco_workload_pressure_seconds",
                     "Seconds the group's tasks stalled on the resource (PSI some total=, per cgroup)",
                     "counter",
@@ -249,11 +288,16 @@ class GuardLoop:
         self.guard.recover()
 
         def run() -> None:
+            failures = 0
             while not self._stop.wait(self.interval):
                 try:
                     self.guard.step()
-                except Exception:  # never let a bug leave limits unrestored without a word
-                    log.exception("guard step failed")
+                    failures = 0
+                except Exception:  # never let a bug leave limits in place without a word
+                    failures += 1
+                    log.exception("guard step failed (%d in a row)", failures)
+                    if failures == FAIL_SAFE_AFTER:
+                        self.guard.fail_safe()
 
         self._thread = threading.Thread(target=run, name="guard", daemon=True)
         self._thread.start()

@@ -67,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--token-file", dest="token_file", type=Path, help="file with the shared bearer token")
     add("--log-level", dest="log_level", choices=("debug", "info", "warning", "error"))
     add("--once", action="store_true", help="take one sample (two readings one interval apart), print it, exit")
+    add(
+        "--restore-guard",
+        action="store_true",
+        help="write back the CPU limits a killed node guard left (its guard_journal), then exit",
+    )
     add("-o", "--output", choices=("json", "text"), default="text", help="--once output format")
 
 
@@ -145,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"mco collector: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.log_level)
+    if args.restore_guard:
+        return restore_guard(settings)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -164,6 +171,24 @@ def run(args: argparse.Namespace) -> int:
         return 2
     finally:
         sampler.close()
+
+
+def restore_guard(settings: CollectorSettings) -> int:
+    """``--restore-guard``: what the guard's journal recorded, written back (0: done or nothing to do)."""
+    if not settings.guard_journal.exists():
+        print(f"no guard journal at {settings.guard_journal}: nothing to restore")
+        return 0
+    try:
+        journal = Journal(settings.guard_journal, CpuLimits(detect_layout(settings.cgroup_root)))
+    except ConfigError as exc:
+        print(f"mco collector: {exc}", file=sys.stderr)
+        return 1
+    problems = journal.restore()
+    for problem in problems:
+        print(f"mco collector: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"restored the CPU limits recorded in {settings.guard_journal}")
+    return 1 if problems else 0
 
 
 class CollectorDaemon:
@@ -206,7 +231,10 @@ class CollectorDaemon:
             self.guard = GuardLoop(guard, settings.guard_interval_s)
         elif settings.guard_journal.exists():  # a guard was killed, then switched off: undo its limits anyway
             problems = Journal(settings.guard_journal, CpuLimits(detect_layout(settings.cgroup_root))).restore()
-            log.warning("restored CPU limits a killed guard left (%s)%s", settings.guard_journal, "; ".join(problems))
+            if problems:
+                log.error("cannot restore the CPU limits a killed guard left: %s", "; ".join(problems))
+            else:
+                log.warning("restored the CPU limits a killed guard left (%s)", settings.guard_journal)
         self.loop.metrics = CollectorMetrics(
             self.registry,
             streams=self.fanout.statuses if self.fanout else None,

@@ -217,12 +217,13 @@ def _guard_checks(samples: Samples) -> Iterator[Check]:
         return  # off
     limit = _one(samples, "mco_guard_offline_cpu_limit_ratio", 1.0) or 1.0
     errors = int(_one(samples, "mco_guard_write_errors_total", 0.0) or 0)
-    state = "offline CPU unlimited" if limit >= 1.0 else f"offline CPU limited to {limit:.0%} of the node"
-    if errors:
+    would = "would be limited" if modes[0] == "dry-run" else "limited"
+    state = "offline CPU unlimited" if limit >= 1.0 else f"offline CPU {would} to {limit:.0%} of the node"
+    if _one(samples, "mco_guard_failing", 0.0):
         yield Check(
             "collector guard",
             Verdict.WARN,
-            f"{modes[0]}; {state}; {errors} cgroup write(s) or restore(s) failed",
+            f"{modes[0]}; {state}; cgroup writes or restores fail ({errors} since the collector started)",
             "the collector's log names each file; with the guard on, the unit needs a writable cgroup tree "
             "(the role sets it: mco_collector_guard)",
         )

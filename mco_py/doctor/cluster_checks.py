@@ -33,6 +33,9 @@ KATA_LABEL = "katacontainers.io/kata-runtime"
 KVM_LABEL = "mco.many-core.io/kvm-ready"
 #: Below this, a 1,000-node prioritize call (200-300 ms) can time out (docs/volcano.md).
 MIN_HTTP_TIMEOUT_S = 1.0
+#: Seconds of clock difference forgiven when an age is judged (``now`` is the API server's
+#: clock when its answers carry a Date header, else this machine's).
+CLOCK_SLACK_S = 2.0
 #: Node names listed in a detail before "and N more".
 NAMES_SHOWN = 5
 
@@ -105,7 +108,7 @@ ACCESS: tuple[Access, ...] = (
         (False, "patch", "nodes", ""),
         (False, "get", "secrets", NAMESPACE),
         (False, "get", "configmaps", NAMESPACE),
-        (False, "create", "pods/binding", "default"),
+        (False, "create", "pods#binding", "default"),
     ),
 )
 
@@ -169,8 +172,11 @@ def _crd(read: Read) -> Check:
         return _unreadable(name, f"CustomResourceDefinition {CRD_NAME}", read)
     if read.doc is None:
         return Check(name, Verdict.FAIL, f"CustomResourceDefinition {CRD_NAME} is not installed", DEPLOY_STEP)
-    conditions = _get(read.doc, "status", "conditions") or []
-    established = any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+    conditions = _get(read.doc, "status", "conditions")
+    established = any(
+        _get(c, "type") == "Established" and _get(c, "status") == "True"
+        for c in (conditions if isinstance(conditions, list) else [])
+    )
     if not established:
         return Check(
             name,
@@ -195,14 +201,14 @@ def _report(view: ClusterView, ttl: float) -> Iterator[Check]:
             "check the analyzer on the control hosts (`mco doctor` there; its log)",
         )
         return
-    status = read.doc.get("status") or {}
-    updated = _epoch(status.get("lastUpdateTime"))
+    status = _get(read.doc, "status") or {}
+    updated = _epoch(_get(status, "lastUpdateTime"))
     rules = str(_get(status, "analyzer", "rulesVersion") or "?")
     if updated is None:
         yield Check(name, Verdict.FAIL, "the report has no lastUpdateTime", "check the analyzer's log")
         return
     age = max(0.0, view.now - updated)
-    if age > ttl:
+    if age > ttl + CLOCK_SLACK_S:
         yield Check(
             name,
             Verdict.FAIL,
@@ -213,17 +219,24 @@ def _report(view: ClusterView, ttl: float) -> Iterator[Check]:
     else:
         writer = _get(status, "analyzer", "identity") or "?"
         yield Check(name, Verdict.OK, f"written {age:.0f} s ago by {writer} (TTL {ttl:g} s), rules {rules}")
-    yield from _coverage(status.get("nodes") or [], view.nodes)
+    entries = _get(status, "nodes")
+    yield from _coverage(entries if isinstance(entries, list) else [], view.nodes)
 
 
-def _coverage(entries: Sequence[Mapping[str, Any]], nodes: Read) -> Iterator[Check]:
+#: Labels of control-plane Nodes, which usually run no collector (not counted as missing).
+CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+
+
+def _coverage(entries: Sequence[Any], nodes: Read) -> Iterator[Check]:
     name = "nodes in the report"
     if nodes.error:
         yield _unreadable(name, "Nodes", nodes)
         return
-    cluster = sorted(_get(n, "metadata", "name") or "" for n in (nodes.doc or {}).get("items") or [])
-    levels = {str(e.get("name")): str(e.get("level")) for e in entries}
-    missing = [n for n in cluster if n not in levels]
+    items = [n for n in _items(nodes) if isinstance(_get(n, "metadata", "name"), str)]
+    control = {n["metadata"]["name"] for n in items if any(k in _labels(n) for k in CONTROL_PLANE_LABELS)}
+    cluster = sorted(n["metadata"]["name"] for n in items)
+    levels = {str(_get(e, "name")): str(_get(e, "level")) for e in entries if isinstance(e, Mapping)}
+    missing = [n for n in cluster if n not in levels and n not in control]
     unknown = sorted(n for n, level in levels.items() if level == "Unknown")
     high = sorted(n for n, level in levels.items() if level == "High")
     if missing:
@@ -257,13 +270,14 @@ def _lease(read: Read, now: float) -> Check:
             f"no Lease {NAMESPACE}/{LEASE_NAME}: no cluster-mode analyzer has ever led",
             "start the analyzer (`systemctl start mco-analyzer` on a control host; docs/runbooks.md)",
         )
-    spec = read.doc.get("spec") or {}
-    holder = spec.get("holderIdentity") or ""
-    renewed = _epoch(spec.get("renewTime"))
-    duration = float(spec.get("leaseDurationSeconds") or 15)
+    spec = _get(read.doc, "spec") or {}
+    holder = str(_get(spec, "holderIdentity") or "")
+    renewed = _epoch(_get(spec, "renewTime"))
+    seconds = _get(spec, "leaseDurationSeconds")
+    duration = float(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool) else 15.0
     if not holder:
         return Check(name, Verdict.FAIL, "the Lease is released: no analyzer leads", "start an analyzer")
-    if renewed is None or now - renewed > duration:
+    if renewed is None or now - renewed > duration + CLOCK_SLACK_S:
         ago = "never renewed" if renewed is None else f"last renewed {now - renewed:.0f} s ago"
         return Check(
             name,
@@ -282,7 +296,7 @@ def _volcano(conf: Read, deployment: Read) -> Iterator[Check]:
     if conf.doc is None:
         yield Check(name, Verdict.OK, f"no Volcano here ({VOLCANO_NAMESPACE}/{VOLCANO_CONFIGMAP} not found)")
         return
-    text = (conf.doc.get("data") or {}).get(VOLCANO_CONF_KEY)
+    text = _get(conf.doc, "data", VOLCANO_CONF_KEY)
     if not isinstance(text, str):
         yield Check(name, Verdict.FAIL, f"{VOLCANO_CONFIGMAP} has no key {VOLCANO_CONF_KEY}", DEPLOY_STEP)
         return
@@ -293,9 +307,8 @@ def _volcano(conf: Read, deployment: Read) -> Iterator[Check]:
         return
     entries = [
         plugin
-        for tier in (doc.get("tiers") if isinstance(doc, dict) else None) or []
-        if isinstance(tier, dict)
-        for plugin in tier.get("plugins") or []
+        for tier in _list(_get(doc, "tiers"))
+        for plugin in _list(_get(tier, "plugins"))
         if isinstance(plugin, dict) and plugin.get("name") == "extender"
     ]
     if not entries:
@@ -306,10 +319,11 @@ def _volcano(conf: Read, deployment: Read) -> Iterator[Check]:
             f"{DEPLOY_STEP} with volcano_manage_scheduler_config: true, or add the entry the role prints",
         )
         return
-    arguments = entries[0].get("arguments") or {}
-    problems = list(volcano_argument_problems(arguments if isinstance(arguments, dict) else {}))
+    arguments = _get(entries[0], "arguments")
+    arguments = arguments if isinstance(arguments, dict) else {}
+    problems = list(volcano_argument_problems(arguments))
     running = _volcano_version(deployment)
-    url = str(arguments.get("extender.urlPrefix", "")) if isinstance(arguments, dict) else ""
+    url = str(arguments.get("extender.urlPrefix", ""))
     match = re.search(r"/volcano/v(\d+(?:\.\d+)*)/?$", url)
     if running and match:
         wanted, got = volcano_format(running, "1.10"), volcano_format(match[1], "1.10")
@@ -367,8 +381,8 @@ def go_duration_seconds(value: object) -> float | None:
 
 def _volcano_version(read: Read) -> str:
     """``1.10.0`` from the scheduler Deployment's image tag; empty when unknown."""
-    containers = _get(read.doc or {}, "spec", "template", "spec", "containers") or []
-    images = [str(c.get("image", "")) for c in containers]
+    containers = _list(_get(read.doc, "spec", "template", "spec", "containers"))
+    images = [str(_get(c, "image") or "") for c in containers]
     image = next((i for i in images if "vc-scheduler" in i), images[0] if images else "")
     match = re.search(r":v?(\d+\.\d+\.\d+)(@.*)?$", image)
     return match[1] if match else ""
@@ -381,8 +395,7 @@ def _kata(runtime_class: Read, nodes: Read) -> Iterator[Check]:
         return
     if nodes.error:
         return  # said by "nodes in the report"
-    items = (nodes.doc or {}).get("items") or []
-    labels = {_get(n, "metadata", "name") or "": _get(n, "metadata", "labels") or {} for n in items}
+    labels = {str(_get(n, "metadata", "name")): _labels(n) for n in _items(nodes)}
     kata = sorted(n for n, lab in labels.items() if lab.get(KATA_LABEL) == "true")
     no_kvm = sorted(n for n in kata if labels[n].get(KVM_LABEL) == "false")
     if runtime_class.doc is None:
@@ -391,7 +404,8 @@ def _kata(runtime_class: Read, nodes: Read) -> Iterator[Check]:
             detail += f", yet {len(kata)} Nodes are labelled {KATA_LABEL}=true"
         yield Check(name, Verdict.OK, detail)
         return
-    selector = _get(runtime_class.doc, "scheduling", "nodeSelector") or {}
+    selector = _get(runtime_class.doc, "scheduling", "nodeSelector")
+    selector = selector if isinstance(selector, Mapping) else {}
     matching = sorted(n for n, lab in labels.items() if all(lab.get(k) == v for k, v in selector.items()))
     if not selector:
         yield Check(
@@ -449,12 +463,26 @@ def _access(answers: Sequence[tuple[Access, bool | None, str]]) -> Iterator[Chec
             yield Check(name, Verdict.OK, f"least privilege ({len(rows)} questions answered as expected)")
 
 
+def _items(read: Read) -> list[Mapping[str, Any]]:
+    return [i for i in _list(_get(read.doc, "items")) if isinstance(i, Mapping)]
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _labels(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    labels = _get(node, "metadata", "labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
 def _names(names: Sequence[str]) -> str:
     shown = ", ".join(names[:NAMES_SHOWN])
     return shown + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
 
 
-def _get(doc: Mapping[str, Any], *path: str) -> Any:
+def _get(doc: Any, *path: str) -> Any:
+    """``doc[path[0]][path[1]]...``; None when any step is missing or not a mapping."""
     value: Any = doc
     for key in path:
         if not isinstance(value, Mapping):

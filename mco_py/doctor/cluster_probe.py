@@ -3,9 +3,11 @@ which change nothing): the objects :class:`~mco_py.doctor.cluster_checks.Cluster
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -36,6 +38,9 @@ class Api:
     def __init__(self, api_client: client.ApiClient, *, timeout: float) -> None:
         self._api = api_client
         self._timeout = timeout
+        self._server_offset: float | None = None
+        """The API server's clock minus this machine's (from its answers' Date header): ages are
+        judged on the cluster's clock."""
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         """The JSON answer. Raises ApiException (HTTP errors), HTTPError or OSError (unreachable)."""
@@ -48,6 +53,10 @@ class Api:
         )
         response = self._api.call_api(method, url, header_params=headers, body=payload, _request_timeout=self._timeout)
         data = response.read()
+        date = response.headers.get("Date") if response.headers else None
+        if date:
+            with contextlib.suppress(TypeError, ValueError):
+                self._server_offset = parsedate_to_datetime(date).timestamp() - time.time()
         if not 200 <= response.status < 300:
             raise ApiException(status=response.status, reason=response.reason)
         return json.loads(data)
@@ -86,7 +95,12 @@ class Api:
             return None, f"SubjectAccessReview: HTTP {exc.status} {exc.reason or ''}".strip()
         except (HTTPError, OSError, ValueError) as exc:
             return None, f"SubjectAccessReview: {exc}"
-        return bool((answer.get("status") or {}).get("allowed")), ""
+        status = answer.get("status") if isinstance(answer, dict) else None
+        return bool(status.get("allowed")) if isinstance(status, dict) else False, ""
+
+    def now(self, wall: Callable[[], float]) -> float:
+        """The API server's time now (this machine's when it sent no Date header)."""
+        return wall() + (self._server_offset or 0.0)
 
 
 def probe_cluster(
@@ -96,7 +110,7 @@ def probe_cluster(
     progress("reading the report and its CRD")
     crd = api.read(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
     if crd.error and not crd.error.startswith(("HTTP 403", "HTTP 5")):  # unreachable, or not let in at all
-        return ClusterView(now=wall(), crd=crd, reachable=False)
+        return ClusterView(now=api.now(wall), crd=crd, reachable=False)
     report = api.read(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{REPORT_NAME}")
     nodes = api.read("/api/v1/nodes")
     lease = api.read(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE_NAME}")
@@ -111,7 +125,7 @@ def probe_cluster(
     progress("asking the authorizer what each MCO identity may do")
     access = [(question, *api.may(question)) for question in ACCESS]
     return ClusterView(
-        now=wall(),
+        now=api.now(wall),
         crd=crd,
         report=report,
         nodes=nodes,

@@ -262,8 +262,12 @@ def test_groups_cannot_escape_the_tree_or_be_both_classes(tmp_path: Path) -> Non
     for bad in ("../etc", "a/../../x", "", "/"):
         with pytest.raises(ConfigError, match="expected a path below the cgroup root"):
             layout.check_group(bad)
-    with pytest.raises(ConfigError, match="a is both online and offline"):
-        Guard(layout, online=["a"], offline=["/a/"], rules=GuardRules(), mode="on", journal_path=tmp_path / "j")
+    for online, offline in (("a", "/a/"), ("a", "a/pod-1"), ("a/pod-1", "a")):
+        with pytest.raises(ConfigError, match="are the same group or one holds the other"):
+            Guard(
+                layout, online=[online], offline=[offline], rules=GuardRules(), mode="on", journal_path=tmp_path / "j"
+            )
+    Guard(layout, online=["a"], offline=["ab"], rules=GuardRules(), mode="on", journal_path=tmp_path / "j")
 
 
 def test_layouts(tmp_path: Path) -> None:
@@ -338,3 +342,90 @@ def test_the_workload_source_says_who_stalls(tmp_path: Path) -> None:
     (v1_only / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
     absent = WorkloadPressureSource(detect_layout(v1_only), {"online": ("x",)}).read(0.0)
     assert all(r.absence is not None and "cgroup v1 only" in r.reason for r in absent)
+
+
+def test_a_tighter_limit_of_a_groups_own_is_never_raised(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice/job-1", "offline.slice/job-2"])
+    (root / "offline.slice/job-2/cpu.max").write_text("50000 100000\n")  # its own limit: half a CPU
+    clock = Clock()
+    guard = make_guard(root, tmp_path, clock)
+    guard.step()
+    run_interval(guard, root, clock, 0.9)  # the guard's limit: 2 of 4 CPUs
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "200000 100000"
+    assert (root / "offline.slice/job-2/cpu.max").read_text() == "50000 100000\n", "left at its own, tighter limit"
+    guard.close()
+    assert (root / "offline.slice/job-2/cpu.max").read_text().strip() == "50000 100000"
+
+
+def test_a_write_back_that_fails_stays_recorded_and_is_retried(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice/job-1", "offline.slice/job-2"])
+    journal_file = tmp_path / "journal.json"
+    journal_file.write_text(
+        json.dumps(
+            {
+                "limits": {
+                    "offline.slice/job-1/cpu.max": "max 100000",
+                    "offline.slice/job-1/cgroup.kill": "1",  # not a file a guard writes: ignored
+                    "../../etc/cpu.max": "x",  # outside the tree: ignored
+                }
+            }
+        )
+    )
+    path = root / "offline.slice/job-1/cpu.max"
+    path.unlink()
+    path.mkdir()  # the write-back fails (even for root)
+    guard = make_guard(root, tmp_path, Clock())
+    guard.recover()
+    assert guard.status.failing
+    assert guard.journal.original("offline.slice/job-1", "cpu.max") == "max 100000", "kept, not re-read"
+    assert json.loads(journal_file.read_text())["limits"] == {"offline.slice/job-1/cpu.max": "max 100000"}
+    path.rmdir()
+    path.write_text("40000 100000")  # what the killed guard left
+    guard.close()  # retried: now it works
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "max 100000"
+    assert not journal_file.exists()
+
+
+def test_an_unreadable_journal_is_never_replaced(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice/job-1", "offline.slice/job-2"])
+    (tmp_path / "journal.json").write_text("{not json")
+    clock = Clock()
+    guard = make_guard(root, tmp_path, clock)
+    guard.recover()
+    assert guard.status.failing
+    guard.step()
+    run_interval(guard, root, clock, 0.9)
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "max 100000\n", "nothing written without a journal"
+    assert (tmp_path / "journal.json").read_text() == "{not json"
+
+
+def test_fail_safe_lifts_the_quota(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice/job-1", "offline.slice/job-2"])
+    clock = Clock()
+    guard = make_guard(root, tmp_path, clock)
+    guard.step()
+    run_interval(guard, root, clock, 0.9)
+    guard.fail_safe()
+    assert guard.state == GuardState()
+    assert (root / "offline.slice/job-1/cpu.max").read_text() == "max 100000"
+    assert (root / "offline.slice/job-1/cpu.weight").read_text() == "1", "the weight stays while the guard runs"
+
+
+def test_restore_guard_writes_back_what_a_journal_recorded(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = v2_tree(tmp_path / "cg", ["offline"])
+    config = tmp_path / "collector.yaml"
+    journal = tmp_path / "journal.json"
+    config.write_text(f"stream: false\ncgroup_root: {root}\nguard_journal: {journal}\n")
+    command = [sys.executable, "-m", "mco_py.cli", "collector", "--config", str(config), "--restore-guard"]
+    nothing = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert nothing.returncode == 0
+    assert "nothing to restore" in nothing.stdout
+    (root / "offline/cpu.max").write_text("10000 100000")
+    journal.write_text(json.dumps({"limits": {"offline/cpu.max": "max 100000"}}))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (root / "offline/cpu.max").read_text() == "max 100000"
+    assert not journal.exists()

@@ -174,5 +174,5 @@ def test_the_guard_limits_offline_cpu_and_survives_kill_9(groups: Groups, tmp_pa
     assert (groups.cpu / "offline" / "cpu.shares").read_text().strip() == "1024"
     assert not journal.exists()
     log = (tmp_path / "collector.log").read_text()
-    assert "restored CPU limits a killed guard left" in log
+    assert "restored the CPU limits a killed guard left" in log
     assert '"action": "throttle"' in log

@@ -321,3 +321,26 @@ def test_doctor_cluster_without_an_api_server_says_so_quickly(tmp_path: Path) ->
     assert missing.returncode == 2
     assert "kubeconfig" in missing.stdout
     assert "does not exist" in missing.stdout
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+_shapes = st.sampled_from(["status", "spec", "items", "metadata", "data", "conditions", "nodes", "scheduling"])
+_doc = st.none() | _json | st.dictionaries(_shapes, _json, max_size=4)
+
+
+@given(crd=_doc, report=_doc, nodes=_doc, lease=_doc, volcano_conf=_doc, volcano_deployment=_doc, runtime_class=_doc)
+def test_any_json_the_api_server_could_send_is_judged_not_a_crash(**docs: Any) -> None:
+    view = ClusterView(now=NOW, **{name: Read(doc) for name, doc in docs.items()})
+    for check in judge_cluster(view, ttl=TTL):
+        assert check.verdict in Verdict
+
+
+def test_control_plane_nodes_without_a_collector_are_not_missing() -> None:
+    control = node("cp-1", **{"node-role.kubernetes.io/control-plane": ""})
+    view = replace(healthy(), nodes=Read({"items": [node("n1"), node("n2", **KATA), control]}))
+    got = verdicts(judge_cluster(view, ttl=TTL))
+    assert got["nodes in the report"][0] is Verdict.OK

@@ -289,16 +289,26 @@ def test_an_exporter_only_collector_has_no_stream_to_judge() -> None:
     ("lines", "verdict", "says"),
     [
         ([], None, ""),
-        (['mco_guard_mode{mode="dry-run"} 1.0', "mco_guard_offline_cpu_limit_ratio 0.5"], Verdict.OK, "dry-run"),
+        (
+            ['mco_guard_mode{mode="dry-run"} 1.0', "mco_guard_offline_cpu_limit_ratio 0.5"],
+            Verdict.OK,
+            "dry-run; offline CPU would be limited to 50% of the node",
+        ),
+        (
+            ['mco_guard_mode{mode="on"} 1.0', "mco_guard_write_errors_total 2", "mco_guard_failing 0"],
+            Verdict.OK,
+            "on; offline CPU unlimited",
+        ),
         (["mco_guard_offline_cpu_limit_ratio 0.25"], None, ""),
         (
             [
                 'mco_guard_mode{mode="on"} 1.0',
                 "mco_guard_offline_cpu_limit_ratio 0.25",
                 "mco_guard_write_errors_total 3",
+                "mco_guard_failing 1",
             ],
             Verdict.WARN,
-            "on; offline CPU limited to 25% of the node; 3 cgroup write(s) or restore(s) failed",
+            "on; offline CPU limited to 25% of the node; cgroup writes or restores fail (3 since the collector",
         ),
     ],
 )

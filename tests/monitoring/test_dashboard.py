@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import yaml
@@ -24,8 +25,10 @@ import yaml
 from tests.cluster.cluster import free_port
 from tests.extender import bodies
 from tests.mco_host import ROOT, Host, running_host
+from tests.roles.helpers import load_module
 
 DASHBOARD = ROOT / "roles" / "mco_crds" / "files" / "grafana-dashboard.json"
+DRAW = load_module("scripts/render_dashboard.py", "render_dashboard")
 #: Grafana's variables, as a dashboard with every node selected fills them in
 VARIABLES = {"$__rate_interval": "30s", "${datasource}": "prometheus", "$node": ".*"}
 
@@ -109,6 +112,7 @@ def _extender_requests(host: Host) -> None:
 def test_every_panel_query_returns_data(scraped: tuple[Host, Prometheus], tmp_path: Path) -> None:
     host, prometheus = scraped
     scratch = tmp_path / "io"
+    started = time.time()
     empty: list[tuple[str, str]] = queries()
     deadline = time.monotonic() + 60
     while empty and time.monotonic() < deadline:
@@ -126,6 +130,31 @@ def test_every_panel_query_returns_data(scraped: tuple[Host, Prometheus], tmp_pa
         except OSError:  # the extender or Prometheus still starting
             continue
     assert not empty, f"panels without data: {json.dumps(empty, indent=1)}"
+    # what scripts/render_dashboard.py draws for docs/operations.md, from these very series
+    time.sleep(3)  # a range query's last step (2 s) must reach past the scrape the instant queries saw
+    panels = DRAW.collect(prometheus.port, started, time.time())
+    assert [p.title for p in panels] == [p["title"] for p in json.loads(DASHBOARD.read_text())["panels"]]
+    assert all(p.series for p in panels), [p.title for p in panels if not p.series]
+    svg = ElementTree.fromstring(DRAW.render(panels, caption="test"))
+    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) >= len(panels)
+
+
+def test_the_drawing_of_the_dashboard() -> None:
+    panels = [
+        DRAW.Panel("A & B", "ms", (DRAW.Series("n1 <cpu>", ((0.0, 1.0), (10.0, 3.0))),)),
+        DRAW.Panel("empty", "", ()),
+        DRAW.Panel("flat", "percent", (DRAW.Series("x", ((0.0, 0.0), (5.0, 0.0))),)),
+    ]
+    svg = ElementTree.fromstring(DRAW.render(panels, caption="caption"))
+    texts = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert "A & B" in texts
+    assert "n1 <cpu>" in texts
+    assert "no data" in texts
+    assert "3 ms" in texts
+    assert DRAW.legend("{{instance}} {{ kind }}", {"instance": "h:1", "kind": "p99"}) == "h:1 p99"
+    assert DRAW.legend("{{missing}}", {}) == "value"
+    titles = [title for title, _, _ in DRAW.panels_of(json.loads(DASHBOARD.read_text()))]
+    assert len(titles) == len(json.loads(DASHBOARD.read_text())["panels"])
 
 
 def test_the_dashboard_is_grafana_json_with_its_variables() -> None:

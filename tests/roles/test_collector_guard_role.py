@@ -52,10 +52,13 @@ def test_guard_on_writes_a_configuration_the_collector_accepts(tmp_path: Path) -
     assert str(settings.guard_journal) == "/var/lib/mco-collector/guard-limits.json"
 
 
-def test_guard_off_writes_no_guard_keys(tmp_path: Path) -> None:
+def test_guard_off_keeps_only_the_journal_path(tmp_path: Path) -> None:
     text = render("collector.yaml.j2", tmp_path / "collector.yaml", {})
-    assert "guard" not in text
-    assert load_settings(file_text=text).guard == "off"
+    settings = load_settings(file_text=text)
+    assert settings.guard == "off"
+    assert not settings.offline_cgroups
+    # where a killed guard's journal is, so that a start with the guard off still writes it back
+    assert str(settings.guard_journal) == "/var/lib/mco-collector/guard-limits.json"
 
 
 @pytest.mark.parametrize(("mode", "writable"), [("on", True), ("dry-run", False), ("off", False)])
@@ -64,3 +67,15 @@ def test_only_an_active_guard_may_write_cgroups(tmp_path: Path, mode: str, writa
     assert ("ProtectControlGroups=no" in unit) is writable
     assert ("ProtectControlGroups=yes" in unit) is not writable
     assert "StateDirectory=mco-collector" in unit
+    # in every mode, as root before the collector: what a killed guard left is written back
+    assert "ExecStartPre=+/opt/mco/venv/bin/mco collector --config /etc/mco/collector.yaml --restore-guard" in unit
+
+
+def test_supervisor_writes_back_a_killed_guards_limits_before_dropping_root(tmp_path: Path) -> None:
+    conf = render(
+        "mco-collector.supervisor.conf.j2", tmp_path / "mco-collector.conf", {"__mco_collector_caps": ["CAP_BPF"]}
+    )
+    command = next(line for line in conf.splitlines() if line.startswith("command="))
+    restore, _, rest = command.partition("--restore-guard; exec setpriv ")
+    assert restore.startswith('command=/bin/sh -c "/opt/mco/venv/bin/mco collector --config /etc/mco/collector.yaml')
+    assert rest.endswith('-- /opt/mco/venv/bin/mco collector --config /etc/mco/collector.yaml"')
