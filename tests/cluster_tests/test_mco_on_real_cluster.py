@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -33,12 +34,14 @@ from tests.cluster_tests.conftest import (
     wait_until,
 )
 from tests.cluster_tests.identities import IDENTITIES
+from tests.docs.doc_commands import select
 from tests.playbooks.test_preflight import preflight
 from tests.rules_fixtures import quick_rules_text
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 KATA_LABEL = "katacontainers.io/kata-runtime"
+RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks.md"
 PROMETHEUS_RULES = Path(__file__).resolve().parents[2] / "roles" / "mco_crds" / "files" / "prometheus-rules.yaml"
 GRAFANA_DASHBOARD = PROMETHEUS_RULES.with_name("grafana-dashboard.json")
 #: A Kata RuntimeClass without `scheduling.nodeSelector` (the role's ones have it), made by the first test.
@@ -229,8 +232,9 @@ def test_doctor_checks_the_cluster_and_names_each_broken_part(env: Env) -> None:
     assert checks["analyzer leader"][1].startswith("analyzer-test, renewed")
     assert f"{env.extender_url}/volcano/v1.10, Volcano v1.14" in checks["volcano extender"][1]
     assert checks["kata runtime"][1] == "1 Nodes run kata-qemu: node-3"
+    (command,) = select(RUNBOOKS, "Troubleshoot", r"^mco doctor --cluster")
     table = subprocess.run(
-        [sys.executable, "-m", "mco_py.cli", "doctor", "--cluster", "--ttl", str(TTL)],
+        [sys.executable, "-m", "mco_py.cli", *shlex.split(command)[1:], "--ttl", str(TTL)],
         env={**os.environ, "KUBECONFIG": str(env.cluster.admin_kubeconfig)},
         capture_output=True, text=True, timeout=120, check=False,
     ).stdout  # fmt: skip

@@ -49,7 +49,8 @@ RUNNERS = (
     Runner(RUNBOOKS, "Troubleshoot", r"^mco rules validate", RUN),
     Runner(RUNBOOKS, "Troubleshoot", r"^mco rules migrate", RUN),
     Runner(RUNBOOKS, "Troubleshoot", r"^supervisorctl ", RUN),
-    Runner(RUNBOOKS, "Troubleshoot", r"^mco doctor", RUN),
+    Runner(RUNBOOKS, "Troubleshoot", r"^mco doctor(?! --cluster)", RUN),
+    Runner(RUNBOOKS, "Troubleshoot", r"^mco doctor --cluster", "tests/cluster_tests/test_mco_on_real_cluster.py"),
     Runner(RUNBOOKS, "Troubleshoot", r"^make diagnostics$", RUN),
     # `make collection`, as the user guide says, builds the tarball the collection tests install
     Runner(GUIDE, "Install on a cluster", r"^make collection$", "tests/contracts/test_collection.py"),
