@@ -68,7 +68,7 @@ def test_only_an_active_guard_may_write_cgroups(tmp_path: Path, mode: str, writa
     assert ("ProtectControlGroups=yes" in unit) is not writable
     assert "StateDirectory=mco-collector" in unit
     # in every mode, as root before the collector: what a killed guard left is written back
-    assert "ExecStartPre=+/opt/mco/venv/bin/mco collector --config /etc/mco/collector.yaml --restore-guard" in unit
+    assert "ExecStartPre=-+/opt/mco/venv/bin/mco collector --config /etc/mco/collector.yaml --restore-guard" in unit
 
 
 def test_supervisor_writes_back_a_killed_guards_limits_before_dropping_root(tmp_path: Path) -> None:
