@@ -25,7 +25,9 @@ from typing import Any
 
 import yaml
 
-from mco_py.errors import RulesError
+from mco_py.analysis.guard import GuardRules
+from mco_py.analysis.workloads import QOS_CLASSES, WorkloadPolicy
+from mco_py.errors import ConfigError, RulesError
 from mco_py.model import DEFAULT_DIMENSIONS, SIGNAL_NAMES
 
 #: The rules format this version writes.
@@ -127,6 +129,10 @@ class DetectionRules:
     """The format the document was written in (1 is read converted: :attr:`migration_notes`)."""
     migration_notes: tuple[str, ...] = ()
     """For a format-1 document: what the conversion changed (empty otherwise)."""
+    guard: GuardRules | None = None
+    """The node guard's rules (``guard:``); None: the document has none, collectors keep their own."""
+    workloads: WorkloadPolicy = field(default_factory=WorkloadPolicy)
+    """Which unlabelled pods are offline (``guard.offlineQosClasses``/``offlineRuntimeClasses``)."""
     signals: Mapping[str, SignalRule] = field(init=False, compare=False, repr=False)
     """Every signal rule by key (derived from ``dimensions``)."""
     dimension_of: Mapping[str, str] = field(init=False, compare=False, repr=False)
@@ -143,7 +149,17 @@ class DetectionRules:
         return rule.smoothing if rule is not None and rule.smoothing is not None else self.smoothing
 
 
-_V2_TOP = ("format", "version", "dimensions", "levels", "combine", "smoothing", "hysteresis", "staleness")
+_V2_TOP = ("format", "version", "dimensions", "levels", "combine", "smoothing", "hysteresis", "staleness", "guard")
+#: ``guard:`` keys (the node guard's rules, :class:`GuardRules`, camelCase as the rest of the document)
+_GUARD_NUMBERS = {
+    "throttleAbove": "throttle_above",
+    "releaseBelow": "release_below",
+    "calmIntervals": "calm_intervals",
+    "stepDown": "step_down",
+    "stepUp": "step_up",
+    "floor": "floor",
+}
+_GUARD_KEYS = (*_GUARD_NUMBERS, "offlineQosClasses", "offlineRuntimeClasses")
 _V1_TOP = ("version", "signals", "levels", "smoothing", "hysteresis", "staleness")
 _V2_SIGNAL_KEYS = ("warn", "critical", "maxScore", "minEvents", "smoothing")
 _V1_SIGNAL_KEYS = ("warn", "critical", "weight", "minEvents")
@@ -330,6 +346,46 @@ def _staleness(check: _Checker, raw: object) -> Staleness:
     return Staleness(stale_after_seconds=stale, forget_after_seconds=forget)
 
 
+_DEFAULT_GUARD = GuardRules()
+_DEFAULT_POLICY = WorkloadPolicy()
+
+
+def _guard(check: _Checker, raw: object) -> tuple[GuardRules | None, WorkloadPolicy]:
+    if raw is None:
+        return None, WorkloadPolicy()
+    data = check.mapping(raw, "guard", _GUARD_KEYS)
+    values: dict[str, Any] = {}
+    for key, field_name in _GUARD_NUMBERS.items():
+        if key == "calmIntervals":
+            values[field_name] = check.integer(data, key, "guard", _DEFAULT_GUARD.calm_intervals, 1)
+        elif key in data:
+            values[field_name] = check.number(data, key, "guard", None)
+    policy = WorkloadPolicy(
+        offline_qos_classes=_names(check, data, "offlineQosClasses", _DEFAULT_POLICY.offline_qos_classes, QOS_CLASSES),
+        offline_runtime_classes=_names(check, data, "offlineRuntimeClasses", _DEFAULT_POLICY.offline_runtime_classes),
+    )
+    if any(not math.isfinite(v) for v in values.values()):
+        return None, policy
+    try:
+        return GuardRules(**values), policy
+    except ConfigError as exc:
+        check.problem("guard", str(exc))
+        return None, policy
+
+
+def _names(
+    check: _Checker, data: Mapping[str, Any], key: str, default: tuple[str, ...], choices: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    value = data.get(key, list(default))
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        check.problem(f"guard.{key}", f"expected a list of names, got {_type_name(value)} {value!r}")
+        return default
+    for name in value:
+        if choices and name not in choices:
+            check.problem(f"guard.{key}", f"{name!r} is not a QoS class; expected some of {', '.join(choices)}")
+    return tuple(value)
+
+
 def _version(check: _Checker, doc: Mapping[str, Any]) -> str:
     version = doc.get("version")
     if isinstance(version, int | float) and not isinstance(version, bool):
@@ -407,6 +463,7 @@ def rules_from_mapping(doc: object, *, source: str = "rules") -> DetectionRules:
         )
     fmt = _format(check, doc)
     notes: tuple[str, ...] = ()
+    guard, workloads = _guard(check, doc.get("guard")) if fmt != 1 else (None, WorkloadPolicy())
     if fmt == 1:
         check.mapping(doc, "", _V1_TOP)
         dimensions, notes = _format1(check, doc)
@@ -425,6 +482,8 @@ def rules_from_mapping(doc: object, *, source: str = "rules") -> DetectionRules:
         staleness=_staleness(check, doc.get("staleness")),
         format=fmt,
         migration_notes=notes,
+        guard=guard,
+        workloads=workloads,
     )
     if check.problems:
         raise RulesError(check.problems, source=source)
@@ -451,7 +510,7 @@ def _signal_doc(rule: SignalRule) -> dict[str, Any]:
 
 def rules_to_mapping(rules: DetectionRules) -> dict[str, Any]:
     """``rules`` as a format-2 document (numbers as floats; parses back to equal rules)."""
-    return {
+    out: dict[str, Any] = {
         "format": RULES_FORMAT,
         "version": rules.version,
         "dimensions": {
@@ -467,6 +526,12 @@ def rules_to_mapping(rules: DetectionRules) -> dict[str, Any]:
             "forgetAfterSeconds": rules.staleness.forget_after_seconds,
         },
     }
+    if rules.guard is not None:
+        guard: dict[str, Any] = {key: getattr(rules.guard, name) for key, name in _GUARD_NUMBERS.items()}
+        guard["offlineQosClasses"] = list(rules.workloads.offline_qos_classes)
+        guard["offlineRuntimeClasses"] = list(rules.workloads.offline_runtime_classes)
+        out["guard"] = guard
+    return out
 
 
 def rules_to_yaml(rules: DetectionRules, *, source: str = "rules.yaml") -> str:

@@ -22,15 +22,18 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
+from mco_py.analysis.guard import GuardChange, change_text
 from mco_py.analysis.report_size import DEFAULT_STATUS_BUDGET
 from mco_py.analysis.rules import default_rules
 from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.rules_watch import FileRulesSource, RulesSource, RulesWatcher
 from mco_py.analyzer.service import DEFAULT_MAX_MESSAGE_BYTES, TLSFiles, create_server, load_token
+from mco_py.analyzer.workloads import WorkloadIndex
 from mco_py.analyzer.writer import ReportLoop
 from mco_py.errors import ConfigError
 from mco_py.kube.client import load_api_client
+from mco_py.kube.events import NodeEvents
 from mco_py.kube.lease import LeaseElector
 from mco_py.kube.rules import ConfigMapRulesSource
 from mco_py.obs.logging import setup_logging
@@ -103,6 +106,9 @@ class Settings:
     """Samples older than this are rejected (seconds)."""
     log_level: str = "info"
     """debug, info, warning or error."""
+    guard_pods: bool = False
+    """Cluster: watch Pods and tell each collector's node guard its node's online and offline pods,
+    and post the guards' limit changes as Events on Nodes (needs the RBAC ``mco_guard_pods`` adds)."""
 
 
 def _camel(name: str) -> str:
@@ -120,6 +126,10 @@ def _coerce(name: str, value: object, where: str) -> Any:
     default = _FIELDS[name].default
     try:
         if isinstance(default, bool):
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                return value.lower() == "true"
             raise TypeError
         if isinstance(default, int):
             if isinstance(value, bool) or not isinstance(value, int | str):
@@ -222,6 +232,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-clock-skew", dest="max_clock_skew", type=float, help="seconds ahead allowed")
     parser.add_argument("--max-sample-age", dest="max_sample_age", type=float, help="oldest sample accepted (s)")
     parser.add_argument("--log-level", dest="log_level", choices=("debug", "info", "warning", "error"))
+    parser.add_argument(
+        "--guard-pods",
+        dest="guard_pods",
+        action="store_const",
+        const=True,
+        help="cluster: tell node guards their pods' classes and post their changes as Node Events",
+    )
+
+
+def log_change(change: GuardChange) -> None:
+    """Standalone: a guard's limit change as a log line (there is no Node to post an Event on)."""
+    reason, message = change_text(change)
+    log.info("node %s: %s", change.node, message, extra={"node": change.node, "reason": reason})
 
 
 def _grpc_address(listen: str) -> str:
@@ -233,6 +256,8 @@ class _Parts:
 
     def __init__(self) -> None:
         self.stops: list[Callable[[], None]] = []
+        self.guard: tuple[WorkloadIndex | None, Callable[[GuardChange], None]] = (None, log_change)
+        """Pods for the collectors' guards, and where their changes go (cluster: Node Events)."""
 
     def stop_all(self) -> None:
         for stop in reversed(self.stops):
@@ -261,6 +286,19 @@ def _cluster_parts(
     elector.try_acquire_or_renew()
     elector.start()
     parts.stops.append(elector.stop)
+    if settings.guard_pods:
+        index = WorkloadIndex(lambda: engine.rules.workloads)
+        index.watch(api)
+        parts.stops.append(index.stop)
+        events = NodeEvents(
+            api,
+            instance=settings.identity,
+            is_leader=lambda: elector.is_leader,
+            on_result=lambda result: engine.metrics.guard_events.labels(result).inc(),
+        )
+        events.start()
+        parts.stops.append(events.stop)
+        parts.guard = (index, events.post)
     return store, source, lambda: elector.is_leader
 
 
@@ -313,6 +351,8 @@ def serve(settings: Settings, *, registry: CollectorRegistry, stop: threading.Ev
             tls=tls,
             token=token,
             max_message_bytes=settings.max_message_bytes,
+            workloads=parts.guard[0],
+            post_change=parts.guard[1],
         )
         parts.stops.append(server.stop)
         loop = ReportLoop(

@@ -93,6 +93,12 @@ class AnalyzerMetrics:
         self.collectors = Gauge(
             "mco_analyzer_connected_collectors", "Collector streams currently open", registry=registry
         )
+        self.guard_events = Counter(
+            "mco_analyzer_guard_events_total",
+            "Node guards' limit changes posted as Node Events, or dropped (queue full) or failed",
+            ["result"],
+            registry=registry,
+        )
         self.collector_dropped = Counter(
             "mco_analyzer_collector_dropped_samples_total",
             "Samples collectors report they dropped from full send buffers",

@@ -11,7 +11,7 @@ import asyncio
 import hmac
 import logging
 import threading
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +19,10 @@ from pathlib import Path
 import grpc
 import grpc.aio
 
-from mco_py.analysis.samples import InvalidSample
+from mco_py.analysis.guard import GuardChange
+from mco_py.analysis.samples import InvalidSample, node_name_problem
 from mco_py.analyzer.engine import Engine, Outcome
+from mco_py.analyzer.workloads import WorkloadIndex
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import OnceFilter, RateLimit, truncate
 from mco_py.rpc import codec
@@ -86,8 +88,14 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         token: str | None = None,
         require_client_cert: bool = False,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        workloads: WorkloadIndex | None = None,
+        post_change: Callable[[GuardChange], None] | None = None,
     ) -> None:
         self.engine = engine
+        self.workloads = workloads
+        """Pods by node: each stream's node gets its pods with their class (cluster mode)."""
+        self.post_change = post_change
+        """Posts a guard change as an Event on its Node (cluster mode)."""
         self.token = token
         self.require_client_cert = require_client_cert
         self.max_message_bytes = max_message_bytes
@@ -109,6 +117,77 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         outcome.reject(exc, count=len(batch.samples) or 1)
         self.engine.count(outcome)
         return outcome
+
+    def _after_ack(
+        self,
+        batch: pb.SampleBatch,
+        allowed: frozenset[str] | None,
+        collector: str,
+        nodes: dict[str, tuple[int, int] | None],
+        generation: int,
+    ) -> tuple[int, list[pb.Control]]:
+        """New rules (SendEarly, guard rules) and pods for the stream; the guard changes it carried posted."""
+        out = []
+        if self.engine.rules_generation != generation:
+            generation, above = self.engine.send_early_thresholds()
+            out += self._rules_controls(above)
+        if batch.guard_actions:
+            self._changes(batch.guard_actions, allowed, collector)
+        if self.workloads is not None:
+            out += self._workloads(batch, allowed, nodes)
+        return generation, out
+
+    def _rules_controls(self, above: Mapping[str, float]) -> list[pb.Control]:
+        """SendEarly, and the guard's rules when the rules in force have them."""
+        guard = self.engine.rules.guard
+        out = [codec.send_early(above)]
+        if guard is not None:
+            out.append(codec.guard_rules_to_proto(guard))
+        return out
+
+    def _changes(self, actions: Iterable[pb.GuardAction], allowed: frozenset[str] | None, collector: str) -> None:
+        """Each guard change of a node this stream may speak for, as an Event (at most 64 a batch)."""
+        if self.post_change is None:
+            return
+        for msg in list(actions)[:64]:
+            try:
+                change = codec.guard_change_from_proto(msg)
+            except ValueError as exc:
+                self._note(collector, "invalid_guard_action", str(exc))
+                continue
+            problem = node_name_problem(change.node)
+            if problem is None and allowed is not None and change.node not in allowed:
+                problem = f"guard action for node {change.node!r}, not in the client certificate"
+            if problem is not None:
+                self._note(collector, "guard_action_node", problem)
+                continue
+            self.post_change(change)
+
+    def _workloads(
+        self, batch: pb.SampleBatch, allowed: frozenset[str] | None, nodes: dict[str, tuple[int, int] | None]
+    ) -> list[pb.Control]:
+        """The pods of this stream's nodes, for each node whose pods changed since last sent."""
+        assert self.workloads is not None
+        for sample in batch.samples:
+            if len(nodes) >= 8:
+                break
+            node = sample.node
+            if node not in nodes and node_name_problem(node) is None and (allowed is None or node in allowed):
+                nodes[node] = None
+        out = []
+        for node, sent in nodes.items():
+            version = self.workloads.version(node)
+            if version is None or (version, self.engine.rules_generation) == sent:
+                continue
+            pods = self.workloads.pods_of(node)
+            if pods is not None:
+                nodes[node] = (version, self.engine.rules_generation)
+                out.append(codec.workloads_to_proto(node, pods))
+        return out
+
+    def _note(self, collector: str, reason: str, message: str) -> None:
+        if self._once.first(f"{collector}\0{reason}") and self._reject_log.allow() is not None:
+            log.warning("collector %s: %s", collector[:80], truncate(message, 300), extra={"reason": reason})
 
     async def _authorize(self, context: grpc.aio.ServicerContext[pb.SampleBatch, pb.Control]) -> frozenset[str] | None:
         metrics = self.engine.metrics
@@ -146,8 +225,11 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         engine.metrics.collectors.inc()
         collector = ""
         generation, above = engine.send_early_thresholds()
+        nodes: dict[str, tuple[int, int] | None] = {}
+        """This stream's nodes (at most 8), and the pods' and the rules' versions last sent to each."""
         try:
-            yield codec.send_early(above)
+            for control in self._rules_controls(above):
+                yield control
             async for batch in request_iterator:
                 collector = batch.collector[:253]
                 if batch.dropped_since_last:
@@ -169,9 +251,9 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
                             extra={"collector": collector[:80], "reason": reason, "heldBack": held_back},
                         )
                 yield codec.ack(batch.sequence, outcome.accepted, outcome.rejected, outcome.reasons.values())
-                if engine.rules_generation != generation:
-                    generation, above = engine.send_early_thresholds()
-                    yield codec.send_early(above)
+                generation, controls = self._after_ack(batch, allowed, collector, nodes, generation)
+                for control in controls:
+                    yield control
         finally:
             engine.metrics.collectors.dec()
             log.debug("collector stream closed", extra={"collector": collector})
@@ -207,11 +289,18 @@ def create_server(
     tls: TLSFiles | None = None,
     token: str | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    workloads: WorkloadIndex | None = None,
+    post_change: Callable[[GuardChange], None] | None = None,
 ) -> tuple[GrpcServer, int]:
     """Start the analyzer's gRPC server; returns it and the bound port (``listen`` may use port 0)."""
     credentials = tls.credentials() if tls else None
     servicer = AnalyzerServicer(
-        engine, token=token, require_client_cert=bool(tls and tls.ca), max_message_bytes=max_message_bytes
+        engine,
+        token=token,
+        require_client_cert=bool(tls and tls.ca),
+        max_message_bytes=max_message_bytes,
+        workloads=workloads,
+        post_change=post_change,
     )
     started: Future[tuple[grpc.aio.Server, int]] = Future()
     loop = asyncio.new_event_loop()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from mco_py.collector.procfs import parse_psi
 from mco_py.collector.signals import Absence, Reading, Total, Unavailable
+from mco_py.collector.workload_groups import WorkloadGroups
 from mco_py.errors import ConfigError
 
 V1_PERIOD_US = 100_000
@@ -206,17 +207,18 @@ class Journal:
                 os.unlink(tmp)
             raise
 
-    def restore(self, only: str = "") -> list[str]:
+    def restore(self, only: str = "", group: str = "") -> list[str]:
         """Write back every recorded file (this run's and those a killed guard left), or with
-        ``only`` just the files of that name; the journal keeps what is left and goes when
-        empty. Returns what could not be written back (a group gone is not a problem)."""
+        ``only`` just the files of that name, with ``group`` just that group's; the journal keeps
+        what is left and goes when empty. Returns what could not be written back (a group gone
+        is not a problem)."""
         problems = list(self.problems)
         for key, text in list(self._saved.items()):
-            if only and not key.endswith("/" + only):
+            owner, _, name = key.rpartition("/")
+            if (only and name != only) or (group and owner != group):
                 continue
-            group, _, name = key.rpartition("/")
             try:
-                self.limits.write_raw(group, text, name)
+                self.limits.write_raw(owner, text, name)
             except FileNotFoundError:
                 pass  # the group is gone, and its limit with it
             except (OSError, ConfigError) as exc:
@@ -289,7 +291,7 @@ class WorkloadPressureSource:
     def __init__(
         self,
         layout: Layout | None,
-        groups: dict[str, tuple[str, ...]],
+        groups: WorkloadGroups,
         *,
         problem: str = "",
         clock: Callable[[], float] = time.monotonic,
@@ -309,7 +311,8 @@ class WorkloadPressureSource:
                 if self._meter is None or self._problem:
                     out.append(Reading.absent(name, self.backend, Absence.UNSUPPORTED, self._problem))
                     continue
-                shares = [self._meter.share(g, resource) for g in self._groups.get(cls, ())]
+                view = self._groups.snapshot()
+                shares = [self._meter.share(g, resource) for g in (view.online if cls == "online" else view.offline)]
                 known = [s for s in shares if s is not None]
                 if known:
                     out.append(Reading(name, max(known), BACKEND))

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from mco_py.analysis.guard import GuardRules, rules_from_mapping
 from mco_py.collector.biolatency import BACKENDS
-from mco_py.collector.guard import GuardRules, rules_from_mapping
 from mco_py.errors import ConfigError
 
 ENV_PREFIX = "MCO_COLLECTOR_"
@@ -125,7 +125,10 @@ class CollectorSettings:
     guard_journal: Path = Path("/var/lib/mco/guard-limits.json")
     """Where the guard records the limits it replaced (restored on exit and after a crash)."""
     guard_rules: GuardRules = field(default_factory=GuardRules)
-    """When and how far the guard limits offline CPU (a mapping in the file only)."""
+    """When and how far the guard limits offline CPU (a mapping in the file only); the guard
+    section of the analyzer's detection rules replaces it once an analyzer sends one."""
+    kubelet_cgroup_driver: str = "auto"
+    """Where the kubelet puts pod cgroups: auto (kubepods.slice: systemd, kubepods: cgroupfs), systemd, cgroupfs."""
     """debug|info|warning|error."""
 
     def stream_config(self) -> StreamConfig:
@@ -152,6 +155,7 @@ _CHOICES = {
     "resctrl": ("auto", "off"),
     "log_level": ("debug", "info", "warning", "error"),
     "guard": ("off", "dry-run", "on"),
+    "kubelet_cgroup_driver": ("auto", "systemd", "cgroupfs"),
 }
 
 
@@ -235,9 +239,11 @@ def _validate(settings: CollectorSettings, problems: list[str]) -> None:
     _validate_stream(settings, problems)
     if settings.bio_min_events < 1:
         problems.append(f"bio_min_events: {settings.bio_min_events}; expected at least 1")
-    if settings.guard != "off" and not (settings.online_cgroups and settings.offline_cgroups):
+    pods = settings.stream and settings.analyzers
+    if settings.guard != "off" and not pods and not (settings.online_cgroups and settings.offline_cgroups):
         problems.append(
-            f"guard: {settings.guard} needs online_cgroups (whose pressure it watches) and offline_cgroups (it limits)"
+            f"guard: {settings.guard} needs online_cgroups (whose pressure it watches) and offline_cgroups (it "
+            "limits), or analyzers to stream to (they name the node's online and offline pods)"
         )
     if not MIN_INTERVAL_S <= settings.guard_interval_s <= MAX_INTERVAL_S:
         problems.append(f"guard_interval_s: {settings.guard_interval_s}; expected {MIN_INTERVAL_S}-{MAX_INTERVAL_S} s")

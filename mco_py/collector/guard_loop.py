@@ -1,5 +1,5 @@
 """The node guard in the collector: every ``guard_interval_s`` it measures the online groups'
-CPU pressure, decides (:mod:`mco_py.collector.guard`) and limits the offline groups' CPU quota
+CPU pressure, decides (:mod:`mco_py.analysis.guard`) and limits the offline groups' CPU quota
 (:mod:`mco_py.collector.cgroups`), or in ``dry-run`` only says what it would do. While it is on,
 the offline groups also keep the lowest CPU weight, so online work that wakes up runs first.
 
@@ -10,6 +10,7 @@ are ever written.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import threading
@@ -18,10 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mco_py.analysis.guard import Action, GuardChange, GuardRules, GuardState, decide
 from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter
 from mco_py.collector.exporter import Family
-from mco_py.collector.guard import Action, GuardRules, GuardState, decide
 from mco_py.collector.signals import Unavailable
+from mco_py.collector.workload_groups import Groups, WorkloadGroups
 from mco_py.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,8 @@ MODES = ("off", "dry-run", "on")
 #: Steps failing in a row before the guard lifts the quota it set.
 FAIL_SAFE_AFTER = 3
 RESOURCES = ("cpu", "io", "memory")
+#: Changes kept for the analyzer's Events while no stream takes them (the oldest go first).
+MAX_PENDING_CHANGES = 64
 
 
 @dataclass(slots=True)
@@ -46,6 +50,11 @@ class GuardStatus:
     """The last interval's writes or restores failed."""
     stalled: dict[tuple[str, str, str], float] = field(default_factory=dict)
     """(class, group, resource) -> seconds stalled since the group exists."""
+    rules_from: str = "config"
+    """Where the rules in force come from: config (collector.yaml) or analyzer (the detection rules)."""
+    groups: Groups = field(default_factory=Groups)
+    changes_dropped: int = 0
+    """Changes no stream took before :data:`MAX_PENDING_CHANGES` newer ones came."""
 
 
 class Guard:
@@ -55,27 +64,33 @@ class Guard:
         self,
         layout: Layout,
         *,
-        online: Sequence[str],
-        offline: Sequence[str],
+        online: Sequence[str] = (),
+        offline: Sequence[str] = (),
+        groups: WorkloadGroups | None = None,
         rules: GuardRules,
         mode: str,
         journal_path: os.PathLike[str] | str,
+        node: str = "",
         cpus: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         if mode not in ("dry-run", "on"):
             raise ConfigError(f"guard: {mode!r}; expected dry-run or on")
-        if not online or not offline:
-            raise ConfigError("guard: needs online_cgroups (whose pressure it watches) and offline_cgroups (it limits)")
-        self.online = [layout.check_group(g) for g in online]
-        self.offline = [layout.check_group(g) for g in offline]
-        for on in self.online:
-            for off in self.offline:
-                if on == off or on.startswith(off + "/") or off.startswith(on + "/"):
-                    raise ConfigError(
-                        f"guard: online {on} and offline {off} are the same group or one holds the other; a limit "
-                        "on an offline group would reach online work, and a group's pressure includes its children's"
-                    )
+        if groups is None:
+            if not online or not offline:
+                raise ConfigError(
+                    "guard: needs online_cgroups (whose pressure it watches) and offline_cgroups (it limits)"
+                )
+            groups = WorkloadGroups(
+                [layout.check_group(g) for g in online], [layout.check_group(g) for g in offline], driver=None
+            )
+        self.groups = groups
+        self.node = node
+        self._wall_clock = wall_clock
+        self._changes: collections.deque[GuardChange] = collections.deque()
+        self._limited: tuple[str, ...] = ()
+        """The offline groups of the last step (one that leaves the class gets its limits back)."""
         self.rules = rules
         self.mode = mode
         self.limits = CpuLimits(layout)
@@ -88,6 +103,9 @@ class Guard:
         """(group, file) -> what the guard last wrote there."""
         self._lock = threading.Lock()
         self._closed = False
+        self.online: list[str] = []
+        self.offline: list[str] = []
+        self._from_pods: frozenset[str] = frozenset()
 
     def recover(self) -> None:
         """Undo limits a killed guard left behind (its journal), before the first step."""
@@ -105,12 +123,19 @@ class Guard:
 
     def step(self) -> Action:
         """One interval: measure, decide, apply (or, in dry-run, only report)."""
+        view = self.groups.snapshot()
+        self.online, self.offline = list(view.online), list(view.offline)
+        self._from_pods = view.from_pods
         pressures = [self.meter.share(g, "cpu") for g in self.online]
         known = [p for p in pressures if p is not None]
         pressure = max(known) if known else None
         previous = self.state.limit
-        self.state, action = decide(self.state, pressure, self.rules)
+        with self._lock:
+            rules = self.rules
+        self.state, action = decide(self.state, pressure, rules)
         if action is not Action.HOLD:
+            self._record(GuardChange(self.node, self._wall_clock(), action, previous, self.state.limit, pressure,
+                                     self.cpus, self.mode == "dry-run"))  # fmt: skip
             cores = None if self.state.limit is None else self.state.limit * self.cpus
             log.info(
                 "%s%s offline CPU: %s (online CPU pressure %s)",
@@ -122,9 +147,11 @@ class Guard:
             )
         errors = self.status.write_errors
         if self.mode == "on":
+            self._release_left(view)
             self._apply()
         stalled = self._stalled()
         with self._lock:
+            self.status.groups = view
             self.status.pressure = pressure
             self.status.limit = self.state.limit
             self.status.stalled = stalled
@@ -132,6 +159,42 @@ class Guard:
             if action is not Action.HOLD:
                 self.status.actions[action.value] += 1
         return action
+
+    def set_rules(self, rules: GuardRules, source: str = "analyzer") -> None:
+        """Use ``rules`` from the next interval on (the analyzer's, hot-reloaded with its rules)."""
+        with self._lock:
+            changed = rules != self.rules
+            self.rules = rules
+            self.status.rules_from = source
+        if changed:
+            log.info("guard rules from the %s: %s", source, rules)
+
+    def _record(self, change: GuardChange) -> None:
+        with self._lock:
+            if len(self._changes) >= MAX_PENDING_CHANGES:
+                self._changes.popleft()
+                self.status.changes_dropped += 1
+            self._changes.append(change)
+
+    def take_changes(self) -> list[GuardChange]:
+        """The changes since the last call (the stream sends them for the analyzer's Events)."""
+        with self._lock:
+            out = list(self._changes)
+            self._changes.clear()
+        return out
+
+    def _release_left(self, view: Groups) -> None:
+        """Give back the limits of groups that are no longer offline (a pod relabelled online, or gone)."""
+        for group in self._limited:
+            if group not in view.offline:
+                problems = self.journal.restore(group=group)
+                self._written = {k: v for k, v in self._written.items() if k[0] != group}
+                if problems:
+                    with self._lock:
+                        self.status.write_errors += len(problems)
+                    log.error("group %s left the offline class; not all limits written back: %s", group,
+                              "; ".join(problems))  # fmt: skip
+        self._limited = view.offline
 
     def _apply(self) -> None:
         if self._closed:
@@ -168,10 +231,17 @@ class Guard:
             self.journal.remember(group, name)
             self.limits.write_raw(group, wanted, name)
             self._written[group, name] = wanted
+        except FileNotFoundError as exc:
+            if group in self._from_pods:
+                return  # the pod's cgroup is not there yet, or not any more
+            self._write_failed(group, name, exc)
         except (OSError, ValueError, Unavailable) as exc:
-            with self._lock:
-                self.status.write_errors += 1
-            log.warning("cannot set %s of offline group %s: %s", name, group, exc, extra={"group": group})
+            self._write_failed(group, name, exc)
+
+    def _write_failed(self, group: str, name: str, exc: Exception) -> None:
+        with self._lock:
+            self.status.write_errors += 1
+        log.warning("cannot set %s of offline group %s: %s", name, group, exc, extra={"group": group})
 
     def _restore(self, why: str, only: str = "") -> None:
         problems = self.journal.restore(only)
@@ -252,6 +322,38 @@ class Guard:
                     "gauge",
                     (),
                     [((), 1.0 if st.failing else 0.0)],
+                ),
+                Family(
+                    "mco_guard_rules_source",
+                    "Where the guard's rules come from (1): config (collector.yaml) or analyzer (detection rules)",
+                    "gauge",
+                    ("source",),
+                    [((st.rules_from,), 1.0)],
+                ),
+                Family(
+                    "mco_guard_groups",
+                    "Groups the guard watches (online) and may limit (offline), by where they come from",
+                    "gauge",
+                    ("class", "from"),
+                    [
+                        ((cls, origin), float(sum((g in st.groups.from_pods) == (origin == "pods") for g in groups)))
+                        for cls, groups in (("online", st.groups.online), ("offline", st.groups.offline))
+                        for origin in ("config", "pods")
+                    ],
+                ),
+                Family(
+                    "mco_guard_group_conflicts",
+                    "Pod groups left out because they hold or sit inside a group of the other class",
+                    "gauge",
+                    (),
+                    [((), float(st.groups.conflicts))],
+                ),
+                Family(
+                    "mco_guard_changes_dropped",
+                    "Limit changes that no analyzer stream took in time (no Event was posted for them)",
+                    "counter",
+                    (),
+                    [((), float(st.changes_dropped))],
                 ),
                 Family(
                     "mco_workload_pressure_seconds",

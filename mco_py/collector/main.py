@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -20,8 +21,9 @@ from mco_py.collector.cgroups import CpuLimits, Journal, detect_layout
 from mco_py.collector.config import CollectorSettings, load_settings
 from mco_py.collector.exporter import CollectorMetrics
 from mco_py.collector.guard_loop import Guard, GuardLoop
-from mco_py.collector.sampler import SampleLoop, Sampler, open_sources
+from mco_py.collector.sampler import SampleLoop, Sampler, open_sources, workload_groups
 from mco_py.collector.signals import NodeSample
+from mco_py.collector.workload_groups import WorkloadGroups
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import setup_logging
 from mco_py.obs.metrics import MetricsServer, start_metrics_server
@@ -160,12 +162,17 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    sampler = Sampler(open_sources(settings), node=settings.node_name)
+    try:
+        groups = workload_groups(settings)
+    except ConfigError as exc:
+        print(f"mco collector: {exc}", file=sys.stderr)
+        return 2
+    sampler = Sampler(open_sources(settings, groups=groups), node=settings.node_name)
     log.info("collector backends: %s", sampler.backends, extra={"node": settings.node_name, **sampler.backends})
     try:
         if args.once:
             return run_once(sampler, settings.interval_s, args.output, stop)
-        return serve(settings, sampler, stop)
+        return serve(settings, sampler, stop, groups=groups)
     except ConfigError as exc:
         print(f"mco collector: {exc}", file=sys.stderr)
         return 2
@@ -201,32 +208,21 @@ class CollectorDaemon:
         *,
         registry: CollectorRegistry | None = None,
         stop: threading.Event | None = None,
+        groups: WorkloadGroups | None = None,
     ) -> None:
         self._owns_registry = registry is None
         self.registry = registry or CollectorRegistry()
         self.loop = SampleLoop(sampler, interval_s=settings.interval_s, stop=stop)
-        self.fanout: StreamFanout | None = None
-        if settings.stream:
-            # grpc is imported only when streaming: an exporter-only collector stays ~10 MiB smaller.
-            # gRPC's EventEngine client keeps four threads waking ~10 times a second each (a third of
-            # the collector's CPU at a 1 s interval); the long-standing iomgr client does not. Set
-            # GRPC_EXPERIMENTS yourself to choose otherwise (read once, when grpc is first imported).
-            os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)
-            from mco_py.collector.stream import StreamFanout  # noqa: PLC0415
-
-            self.fanout = StreamFanout(
-                settings.stream_config(), collector_id=settings.node_name, on_set_interval=self.loop.set_interval
-            )
-            self.loop.publish = self.fanout.publish
         self.guard: GuardLoop | None = None
         if settings.guard != "off":
+            layout = detect_layout(settings.cgroup_root)
             guard = Guard(
-                detect_layout(settings.cgroup_root),
-                online=settings.online_cgroups,
-                offline=settings.offline_cgroups,
+                layout,
+                groups=groups or workload_groups(settings),
                 rules=settings.guard_rules,
                 mode=settings.guard,
                 journal_path=settings.guard_journal,
+                node=settings.node_name,
             )
             self.guard = GuardLoop(guard, settings.guard_interval_s)
         elif settings.guard_journal.exists():  # a guard was killed, then switched off: undo its limits anyway
@@ -235,6 +231,24 @@ class CollectorDaemon:
                 log.error("cannot restore the CPU limits a killed guard left: %s", "; ".join(problems))
             else:
                 log.warning("restored the CPU limits a killed guard left (%s)", settings.guard_journal)
+        self.fanout: StreamFanout | None = None
+        if settings.stream:
+            # grpc is imported only when streaming: an exporter-only collector stays ~10 MiB smaller.
+            # gRPC's EventEngine client keeps four threads waking ~10 times a second each (a third of
+            # the collector's CPU at a 1 s interval); the long-standing iomgr client does not. Set
+            # GRPC_EXPERIMENTS yourself to choose otherwise (read once, when grpc is first imported).
+            os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)
+            from mco_py.collector.stream import StreamFanout, apply_guard_control  # noqa: PLC0415
+
+            g = self.guard.guard if self.guard else None
+            self.fanout = StreamFanout(
+                settings.stream_config(),
+                collector_id=settings.node_name,
+                on_set_interval=self.loop.set_interval,
+                on_guard=functools.partial(apply_guard_control, g) if g else None,
+                guard_changes=g.take_changes if g else None,
+            )
+            self.loop.publish = self.fanout.publish
         self.loop.metrics = CollectorMetrics(
             self.registry,
             streams=self.fanout.statuses if self.fanout else None,
@@ -281,9 +295,11 @@ class CollectorDaemon:
             self._server.server_close()
 
 
-def serve(settings: CollectorSettings, sampler: Sampler, stop: threading.Event) -> int:
+def serve(
+    settings: CollectorSettings, sampler: Sampler, stop: threading.Event, *, groups: WorkloadGroups | None = None
+) -> int:
     """Run the daemon until ``stop`` (SIGTERM/SIGINT)."""
-    daemon = CollectorDaemon(settings, sampler, stop=stop)
+    daemon = CollectorDaemon(settings, sampler, stop=stop, groups=groups)
     try:
         daemon.start()
         daemon.wait()

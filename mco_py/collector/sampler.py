@@ -17,14 +17,17 @@ from mco_py.collector.psi import PsiSource
 from mco_py.collector.resctrl import ResctrlSource
 from mco_py.collector.signals import Absence, NodeSample, Reading, Total, Unavailable
 from mco_py.collector.source import ProblemLog, Source
+from mco_py.collector.workload_groups import WorkloadGroups, detect_driver
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import OnceFilter
 
 log = logging.getLogger(__name__)
 
 
-def open_sources(settings: CollectorSettings, *, problems: ProblemLog | None = None) -> list[Source]:
-    """Every source, each probing its backends once."""
+def open_sources(
+    settings: CollectorSettings, *, problems: ProblemLog | None = None, groups: WorkloadGroups | None = None
+) -> list[Source]:
+    """Every source, each probing its backends once (the per-class pressure one with ``groups``)."""
     problems = problems or ProblemLog(log, OnceFilter())
     sources: list[Source] = [
         PsiSource(settings.proc_root, problems=problems),
@@ -39,8 +42,8 @@ def open_sources(settings: CollectorSettings, *, problems: ProblemLog | None = N
         StealSource(settings.proc_root, problems=problems),
         OomSource(settings.proc_root, problems=problems),
     ]
-    if settings.online_cgroups or settings.offline_cgroups:
-        sources.append(_workload_source(settings))
+    if groups is not None:
+        sources.append(_workload_source(settings, groups))
     if settings.resctrl != "off":
         sources.append(ResctrlSource(settings.proc_root, settings.sys_root, problems=problems))
     return sources
@@ -155,9 +158,23 @@ class SampleLoop:
             self.stop.wait(delay)
 
 
-def _workload_source(settings: CollectorSettings) -> Source:
+def workload_groups(settings: CollectorSettings) -> WorkloadGroups | None:
+    """The node's workload classes (configured groups; pods once the analyzer names them), or
+    None when neither classes nor the guard are configured. Raises ConfigError for nested
+    online and offline groups."""
+    if not (settings.online_cgroups or settings.offline_cgroups or settings.guard != "off"):
+        return None
+    try:
+        driver = detect_driver(detect_layout(settings.cgroup_root).cpu_root, settings.kubelet_cgroup_driver)
+    except ConfigError:
+        if settings.kubelet_cgroup_driver != "auto":
+            raise
+        driver = None  # no cgroup tree to find: the workload source says why
+    return WorkloadGroups(settings.online_cgroups, settings.offline_cgroups, driver=driver)
+
+
+def _workload_source(settings: CollectorSettings, groups: WorkloadGroups) -> Source:
     """Pressure per workload class, or absent readings saying why the tree cannot be read."""
-    groups = {"online": settings.online_cgroups, "offline": settings.offline_cgroups}
     try:
         layout = detect_layout(settings.cgroup_root)
     except ConfigError as exc:

@@ -21,17 +21,25 @@ import random
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from mco_py import __version__
+from mco_py.analysis.guard import GuardChange
 from mco_py.collector.config import StreamConfig
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import OnceFilter
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
+from mco_py.rpc.codec import guard_change_to_proto, guard_rules_from_proto, workloads_from_proto
+
+if TYPE_CHECKING:
+    from mco_py.collector.guard_loop import Guard
+
+#: Guard changes one batch carries at most (the analyzer posts one Event each).
+MAX_ACTIONS_PER_BATCH = 64
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +137,12 @@ class AnalyzerStream:
         *,
         collector_id: str,
         on_set_interval: Callable[[float], None] | None = None,
+        on_guard: Callable[[pb.Control], None] | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.target = target
+        self._on_guard = on_guard
+        self._changes: collections.deque[pb.GuardAction] = collections.deque(maxlen=MAX_ACTIONS_PER_BATCH)
         self._config = config
         self._collector_id = collector_id
         self._on_set_interval = on_set_interval
@@ -180,6 +191,12 @@ class AnalyzerStream:
         elif urgent and self._flushing:
             self._call_soon(self._urgent)
 
+    def add_changes(self, changes: Sequence[pb.GuardAction]) -> None:
+        """Send the guard's limit changes with the next batch (the newest 64 while none goes out)."""
+        if changes:
+            with self._lock:
+                self._changes.extend(changes)
+
     def _call_soon(self, event: asyncio.Event | None) -> None:
         loop = self._loop
         if loop is None or event is None:
@@ -222,12 +239,15 @@ class AnalyzerStream:
             samples = [self._buffer.popleft() for _ in range(min(len(self._buffer), self._config.batch_max))]
             dropped, self._dropped_unreported = self._dropped_unreported, 0
             inflight[sequence] = samples
+            changes = list(self._changes)
+            self._changes.clear()
         return pb.SampleBatch(
             collector=self._collector_id,
             collector_version=__version__,
             sequence=sequence,
             samples=samples,
             dropped_since_last=dropped,
+            guard_actions=changes,
         )
 
     async def _writer(
@@ -295,6 +315,8 @@ class AnalyzerStream:
             with self._lock:
                 self._above = above
             log.debug("analyzer %s: send at once above %s", self.target, above, extra={"analyzer": self.target})
+        elif which in ("guard_rules", "workloads") and self._on_guard is not None:
+            self._on_guard(control)
         return False
 
     def _requeue(self, inflight: dict[int, list[pb.Sample]]) -> None:
@@ -428,11 +450,16 @@ class StreamFanout:
         *,
         collector_id: str,
         on_set_interval: Callable[[float], None] | None = None,
+        on_guard: Callable[[pb.Control], None] | None = None,
+        guard_changes: Callable[[], list[GuardChange]] | None = None,
     ) -> None:
         self.streams: Sequence[AnalyzerStream] = [
-            AnalyzerStream(target, config, collector_id=collector_id, on_set_interval=on_set_interval)
+            AnalyzerStream(
+                target, config, collector_id=collector_id, on_set_interval=on_set_interval, on_guard=on_guard
+            )
             for target in dict.fromkeys(config.analyzers)
         ]
+        self._guard_changes = guard_changes
 
     def start(self) -> None:
         """Start every stream."""
@@ -443,7 +470,10 @@ class StreamFanout:
         """Send ``sample`` to every analyzer."""
         message = sample_to_proto(sample)
         values = {r.name: r.value for r in sample.readings if r.value is not None and not r.device}
+        # every replica hears of the guard's changes; only the leader posts their Events
+        changes = [guard_change_to_proto(c) for c in self._guard_changes()] if self._guard_changes else []
         for stream in self.streams:
+            stream.add_changes(changes)
             stream.publish(message, values)
 
     def statuses(self) -> list[StreamStatus]:
@@ -454,3 +484,23 @@ class StreamFanout:
         """Close every stream."""
         for stream in self.streams:
             stream.close()
+
+
+def apply_guard_control(guard: Guard, control: pb.Control) -> None:
+    """What an analyzer sends the guard: its rules (hot-reloaded with the detection rules), or
+    the node's pods with their class. Anything invalid is logged and changes nothing."""
+    which = control.WhichOneof("kind")
+    if which == "guard_rules":
+        try:
+            guard.set_rules(guard_rules_from_proto(control.guard_rules))
+        except ConfigError as exc:
+            log.error("the analyzer sent guard rules that are not valid, keeping the ones in force: %s", exc)
+    elif which == "workloads":
+        if control.workloads.node != guard.node:
+            log.warning("the analyzer sent pods of node %r to node %r; ignored", control.workloads.node[:253],
+                        guard.node)  # fmt: skip
+            return
+        pods, problems = workloads_from_proto(control.workloads)
+        if problems:
+            log.warning("pods the guard cannot place, left out: %s", "; ".join(problems[:5]))
+        guard.groups.set_pods(pods)

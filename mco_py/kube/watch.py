@@ -103,8 +103,11 @@ class Reflector:
         backoff_initial: float = 0.2,
         backoff_max: float = 10.0,
         sleep: Callable[[float], bool] | None = None,
+        transform: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
     ) -> None:
         self._source = source
+        self._transform = transform
+        """Keeps only what the caller needs of each object (pods are large); keys are taken before."""
         self._on_change = on_change
         self._name = name
         self._watch_timeout = watch_timeout_seconds
@@ -179,7 +182,8 @@ class Reflector:
 
     def _list(self) -> str:
         items, version = self._source.list()
-        fresh = {k: obj for obj in items if (k := _key(obj))}
+        shrink = self._transform or (lambda obj: obj)
+        fresh = {k: shrink(obj) for obj in items if (k := _key(obj))}
         with self._lock:
             if self._lists:
                 self._relists += 1
@@ -209,7 +213,7 @@ class Reflector:
                     if event.type == "DELETED":
                         self._items.pop(key, None)
                     elif event.type in ("ADDED", "MODIFIED"):
-                        self._items[key] = event.object
+                        self._items[key] = self._transform(event.object) if self._transform else event.object
                     else:
                         continue
                     snapshot = dict(self._items)

@@ -11,10 +11,13 @@ Absence kinds travel in the model as a prefix of ``SignalReading.reason``
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterable, Mapping
 
+from mco_py.analysis.guard import Action, GuardChange, GuardRules
 from mco_py.analysis.samples import MAX_VALUES, InvalidSample
+from mco_py.analysis.workloads import QOS_CLASSES, WorkloadPod, valid_uid
 from mco_py.model import Sample, SignalReading
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 
@@ -215,3 +218,95 @@ def send_early(above: Mapping[str, float]) -> pb.Control:
 def set_interval(interval_ms: int) -> pb.Control:
     """Ask the collector to change its sample interval."""
     return pb.Control(set_interval=pb.SetInterval(interval_ms=interval_ms))
+
+
+def guard_rules_to_proto(rules: GuardRules) -> pb.Control:
+    """The node guard's rules of the detection rules in force, for every collector."""
+    return pb.Control(
+        guard_rules=pb.GuardRules(
+            throttle_above=rules.throttle_above,
+            release_below=rules.release_below,
+            calm_intervals=rules.calm_intervals,
+            step_down=rules.step_down,
+            step_up=rules.step_up,
+            floor=rules.floor,
+        )
+    )
+
+
+def guard_rules_from_proto(msg: pb.GuardRules) -> GuardRules:
+    """The guard rules an analyzer sent; raises ConfigError when they are not valid."""
+    return GuardRules(
+        throttle_above=msg.throttle_above,
+        release_below=msg.release_below,
+        calm_intervals=msg.calm_intervals,
+        step_down=msg.step_down,
+        step_up=msg.step_up,
+        floor=msg.floor,
+    )
+
+
+def workloads_to_proto(node: str, pods: Iterable[WorkloadPod]) -> pb.Control:
+    """The pods of ``node`` with their class, for its collector's guard."""
+    return pb.Control(
+        workloads=pb.NodeWorkloads(
+            node=node,
+            pods=[
+                pb.WorkloadPod(
+                    namespace=p.namespace, name=p.name, uid=p.uid, qos_class=p.qos, offline=p.cls == "offline"
+                )
+                for p in pods
+            ],
+        )
+    )
+
+
+def workloads_from_proto(msg: pb.NodeWorkloads) -> tuple[list[WorkloadPod], list[str]]:
+    """The pods an analyzer sent, and one problem per pod left out (a UID or QoS class that
+    cannot name a cgroup)."""
+    pods: list[WorkloadPod] = []
+    problems: list[str] = []
+    for p in msg.pods:
+        if not valid_uid(p.uid) or p.qos_class not in QOS_CLASSES:
+            problems.append(f"pod {p.namespace[:63]}/{p.name[:253]}: UID {p.uid[:64]!r}, QoS {p.qos_class[:20]!r}")
+            continue
+        pods.append(WorkloadPod(p.namespace, p.name, p.uid, p.qos_class, "offline" if p.offline else "online"))
+    return pods, problems
+
+
+def guard_change_to_proto(change: GuardChange) -> pb.GuardAction:
+    """One limit change of the node guard, for the analyzer's Event."""
+    msg = pb.GuardAction(
+        node=change.node,
+        timestamp_unix_nanos=int(change.time * 1e9),
+        action=change.action.value,
+        limit_before=1.0 if change.limit_before is None else change.limit_before,
+        limit=1.0 if change.limit is None else change.limit,
+        cpus=change.cpus,
+        dry_run=change.dry_run,
+    )
+    if change.pressure is not None:
+        msg.pressure = change.pressure
+    return msg
+
+
+def guard_change_from_proto(msg: pb.GuardAction) -> GuardChange:
+    """A change a collector reported; raises ValueError saying why it is not one."""
+    try:
+        action = Action(msg.action)
+    except ValueError:
+        raise ValueError(f"guard action {msg.action[:40]!r} is not one of throttle, relax, release") from None
+    limits = (msg.limit_before, msg.limit)
+    if action is Action.HOLD or not all(math.isfinite(v) and 0 < v <= 1 for v in limits) or not 0 < msg.cpus < 1 << 20:
+        raise ValueError("guard action with a limit outside (0, 1] or no CPUs")
+    pressure = msg.pressure if msg.HasField("pressure") and math.isfinite(msg.pressure) else None
+    return GuardChange(
+        node=msg.node,
+        time=msg.timestamp_unix_nanos / 1e9,
+        action=action,
+        limit_before=None if msg.limit_before >= 1 else msg.limit_before,
+        limit=None if msg.limit >= 1 else msg.limit,
+        pressure=pressure,
+        cpus=msg.cpus,
+        dry_run=msg.dry_run,
+    )

@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mco_py.analysis.guard import Action, GuardRules, GuardState, decide, rules_from_mapping
 from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter, WorkloadPressureSource, detect_layout
 from mco_py.collector.config import load_settings
-from mco_py.collector.guard import Action, GuardRules, GuardState, decide, rules_from_mapping
 from mco_py.collector.guard_loop import Guard
+from mco_py.collector.workload_groups import WorkloadGroups
 from mco_py.errors import ConfigError
 
 _rules = st.builds(
@@ -324,7 +325,7 @@ def test_the_workload_source_says_who_stalls(tmp_path: Path) -> None:
     clock = Clock()
     source = WorkloadPressureSource(
         detect_layout(root),
-        {"online": ("online.slice",), "offline": ("offline.slice/a", "offline.slice/b")},
+        WorkloadGroups(("online.slice",), ("offline.slice/a", "offline.slice/b"), driver=None),
         clock=clock,
     )
     first = {r.name: r for r in source.read(0.0)}
@@ -340,7 +341,7 @@ def test_the_workload_source_says_who_stalls(tmp_path: Path) -> None:
     v1_only = tmp_path / "v1"
     (v1_only / "cpu").mkdir(parents=True)
     (v1_only / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
-    absent = WorkloadPressureSource(detect_layout(v1_only), {"online": ("x",)}).read(0.0)
+    absent = WorkloadPressureSource(detect_layout(v1_only), WorkloadGroups(("x",), (), driver=None)).read(0.0)
     assert all(r.absence is not None and "cgroup v1 only" in r.reason for r in absent)
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mco_py.analysis.guard import GuardRules
 from mco_py.collector.config import load_settings
-from mco_py.collector.guard import GuardRules
 
 from .helpers import BIN, REPO, run
 

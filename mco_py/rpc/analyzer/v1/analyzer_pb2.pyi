@@ -179,6 +179,7 @@ class SampleBatch(_message.Message):
     SEQUENCE_FIELD_NUMBER: _builtins.int
     SAMPLES_FIELD_NUMBER: _builtins.int
     DROPPED_SINCE_LAST_FIELD_NUMBER: _builtins.int
+    GUARD_ACTIONS_FIELD_NUMBER: _builtins.int
     collector: _builtins.str
     """Collector identity (usually the node name); used for logging and metrics."""
     collector_version: _builtins.str
@@ -189,6 +190,12 @@ class SampleBatch(_message.Message):
     """Samples the collector dropped from its send buffer since the previous batch."""
     @_builtins.property
     def samples(self) -> _containers.RepeatedCompositeFieldContainer[Global___Sample]: ...
+    @_builtins.property
+    def guard_actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___GuardAction]:
+        """What the node guard changed since the previous batch (at most 64 per batch); the analyzer
+        posts each as a Kubernetes Event on the Node.
+        """
+
     def __init__(
         self,
         *,
@@ -197,14 +204,66 @@ class SampleBatch(_message.Message):
         sequence: _builtins.int = ...,
         samples: _abc.Iterable[Global___Sample] | None = ...,
         dropped_since_last: _builtins.int = ...,
+        guard_actions: _abc.Iterable[Global___GuardAction] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["collector", b"collector", "collector_version", b"collector_version", "dropped_since_last", b"dropped_since_last", "samples", b"samples", "sequence", b"sequence"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collector", b"collector", "collector_version", b"collector_version", "dropped_since_last", b"dropped_since_last", "guard_actions", b"guard_actions", "samples", b"samples", "sequence", b"sequence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SampleBatch: _TypeAlias = SampleBatch  # noqa: Y015
+
+@_typing.final
+class GuardAction(_message.Message):
+    """One change of the offline CPU limit by a collector's node guard."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_UNIX_NANOS_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    LIMIT_BEFORE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    PRESSURE_FIELD_NUMBER: _builtins.int
+    CPUS_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    """Node name (one the collector may report for)."""
+    timestamp_unix_nanos: _builtins.int
+    """When, Unix epoch in nanoseconds."""
+    action: _builtins.str
+    """"throttle", "relax" or "release"."""
+    limit_before: _builtins.float
+    """Offline CPU limit before and after, as a share of the node's CPUs (1: unlimited)."""
+    limit: _builtins.float
+    pressure: _builtins.float
+    """The worst online group's CPU stall share that interval, percent; absent: unknown."""
+    cpus: _builtins.int
+    """The node's CPUs."""
+    dry_run: _builtins.bool
+    """True when the guard only reports (dry-run) and changed nothing."""
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        timestamp_unix_nanos: _builtins.int = ...,
+        action: _builtins.str = ...,
+        limit_before: _builtins.float = ...,
+        limit: _builtins.float = ...,
+        pressure: _builtins.float | None = ...,
+        cpus: _builtins.int = ...,
+        dry_run: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_pressure", b"_pressure", "pressure", b"pressure"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pressure", b"_pressure", "action", b"action", "cpus", b"cpus", "dry_run", b"dry_run", "limit", b"limit", "limit_before", b"limit_before", "node", b"node", "pressure", b"pressure", "timestamp_unix_nanos", b"timestamp_unix_nanos"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__pressure: _TypeAlias = _typing.Literal["pressure"]  # noqa: Y015
+    _WhichOneofArgType__pressure: _TypeAlias = _typing.Literal["_pressure", b"_pressure"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pressure) -> _WhichOneofReturnType__pressure | None: ...
+
+Global___GuardAction: _TypeAlias = GuardAction  # noqa: Y015
 
 @_typing.final
 class Control(_message.Message):
@@ -215,24 +274,32 @@ class Control(_message.Message):
     ACK_FIELD_NUMBER: _builtins.int
     SET_INTERVAL_FIELD_NUMBER: _builtins.int
     SEND_EARLY_FIELD_NUMBER: _builtins.int
+    GUARD_RULES_FIELD_NUMBER: _builtins.int
+    WORKLOADS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def ack(self) -> Global___Ack: ...
     @_builtins.property
     def set_interval(self) -> Global___SetInterval: ...
     @_builtins.property
     def send_early(self) -> Global___SendEarly: ...
+    @_builtins.property
+    def guard_rules(self) -> Global___GuardRules: ...
+    @_builtins.property
+    def workloads(self) -> Global___NodeWorkloads: ...
     def __init__(
         self,
         *,
         ack: Global___Ack | None = ...,
         set_interval: Global___SetInterval | None = ...,
         send_early: Global___SendEarly | None = ...,
+        guard_rules: Global___GuardRules | None = ...,
+        workloads: Global___NodeWorkloads | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "kind", b"kind", "send_early", b"send_early", "set_interval", b"set_interval"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "guard_rules", b"guard_rules", "kind", b"kind", "send_early", b"send_early", "set_interval", b"set_interval", "workloads", b"workloads"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "kind", b"kind", "send_early", b"send_early", "set_interval", b"set_interval"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "guard_rules", b"guard_rules", "kind", b"kind", "send_early", b"send_early", "set_interval", b"set_interval", "workloads", b"workloads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["ack", "set_interval", "send_early"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["ack", "set_interval", "send_early", "guard_rules", "workloads"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -339,3 +406,110 @@ class SendEarly(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SendEarly: _TypeAlias = SendEarly  # noqa: Y015
+
+@_typing.final
+class GuardRules(_message.Message):
+    """The node guard's rules: the guard section of the detection rules in force. Sent when a stream
+    opens and after the rules change, only while the rules have a guard section; a collector that
+    never receives one keeps the rules of its own configuration.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THROTTLE_ABOVE_FIELD_NUMBER: _builtins.int
+    RELEASE_BELOW_FIELD_NUMBER: _builtins.int
+    CALM_INTERVALS_FIELD_NUMBER: _builtins.int
+    STEP_DOWN_FIELD_NUMBER: _builtins.int
+    STEP_UP_FIELD_NUMBER: _builtins.int
+    FLOOR_FIELD_NUMBER: _builtins.int
+    throttle_above: _builtins.float
+    """Online CPU stall share (percent) that cuts the offline limit."""
+    release_below: _builtins.float
+    """At or below this an interval counts as calm."""
+    calm_intervals: _builtins.int
+    """Calm intervals in a row before one step up."""
+    step_down: _builtins.float
+    """Each cut multiplies the limit by this."""
+    step_up: _builtins.float
+    """Each step up adds this share of the node's CPUs."""
+    floor: _builtins.float
+    """The limit never goes below this share of the node's CPUs."""
+    def __init__(
+        self,
+        *,
+        throttle_above: _builtins.float = ...,
+        release_below: _builtins.float = ...,
+        calm_intervals: _builtins.int = ...,
+        step_down: _builtins.float = ...,
+        step_up: _builtins.float = ...,
+        floor: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calm_intervals", b"calm_intervals", "floor", b"floor", "release_below", b"release_below", "step_down", b"step_down", "step_up", b"step_up", "throttle_above", b"throttle_above"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GuardRules: _TypeAlias = GuardRules  # noqa: Y015
+
+@_typing.final
+class NodeWorkloads(_message.Message):
+    """The pods bound to one node with their workload class, for its guard. Sent when the
+    analyzer first knows the stream's node and whenever its pods or their classes change; each
+    replaces the previous one for that node.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    PODS_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    @_builtins.property
+    def pods(self) -> _containers.RepeatedCompositeFieldContainer[Global___WorkloadPod]: ...
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        pods: _abc.Iterable[Global___WorkloadPod] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "pods", b"pods"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeWorkloads: _TypeAlias = NodeWorkloads  # noqa: Y015
+
+@_typing.final
+class WorkloadPod(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    QOS_CLASS_FIELD_NUMBER: _builtins.int
+    OFFLINE_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    uid: _builtins.str
+    """metadata.uid: names the pod's cgroup."""
+    qos_class: _builtins.str
+    """status.qosClass: Guaranteed, Burstable or BestEffort (where the kubelet puts the cgroup)."""
+    offline: _builtins.bool
+    """True for an offline pod (the guard may limit it), false for an online one (it watches it)."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        uid: _builtins.str = ...,
+        qos_class: _builtins.str = ...,
+        offline: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "namespace", b"namespace", "offline", b"offline", "qos_class", b"qos_class", "uid", b"uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkloadPod: _TypeAlias = WorkloadPod  # noqa: Y015

@@ -133,3 +133,47 @@ def _calm_step(state: GuardState, rules: GuardRules) -> tuple[GuardState, Action
     if raised >= 1.0:
         return GuardState(None, 0), Action.RELEASE
     return GuardState(raised, 0), Action.RELAX
+
+
+@dataclass(frozen=True, slots=True)
+class GuardChange:
+    """One change of the offline CPU limit on a node (a metric, a log line, a Kubernetes Event)."""
+
+    node: str
+    time: float
+    """Unix seconds."""
+    action: Action
+    limit_before: float | None
+    """Share of the node's CPUs; None: unlimited."""
+    limit: float | None
+    pressure: float | None
+    """The worst online group's CPU stall share, percent; None: unknown."""
+    cpus: int
+    dry_run: bool = False
+
+
+#: Kubernetes Event reason per action.
+EVENT_REASONS = {
+    Action.THROTTLE: "OfflineCPUThrottled",
+    Action.RELAX: "OfflineCPURelaxed",
+    Action.RELEASE: "OfflineCPUReleased",
+}
+
+
+def _cpus(limit: float | None, cpus: int) -> str:
+    return "unlimited" if limit is None else f"{limit * cpus:.2f} of {cpus} CPUs"
+
+
+def change_text(change: GuardChange) -> tuple[str, str]:
+    """(Event reason, message) for ``change``, e.g. ``OfflineCPUThrottled``, "offline pods limited
+    to 1.00 of 2 CPUs (was unlimited): online CPU pressure 34.0 %"."""
+    verb = {Action.THROTTLE: "limited to", Action.RELAX: "allowed", Action.RELEASE: "allowed"}.get(
+        change.action, "kept at"
+    )
+    pressure = "unknown" if change.pressure is None else f"{change.pressure:.1f} %"
+    text = (
+        f"{'dry-run, nothing changed: would have ' if change.dry_run else ''}offline workloads {verb} "
+        f"{_cpus(change.limit, change.cpus)} (was {_cpus(change.limit_before, change.cpus)}): "
+        f"online CPU pressure {pressure}"
+    )
+    return EVENT_REASONS.get(change.action, "OfflineCPUChanged"), text
