@@ -74,6 +74,10 @@ def cert_node_names(auth_context: Mapping[str, Iterable[bytes]]) -> frozenset[st
     return frozenset(names)
 
 
+#: Nodes one stream gets pods for and may post guard Events for (a collector is one node; a relay more).
+MAX_STREAM_NODES = 8
+
+
 class AnalyzerServicer(pb_grpc.AnalyzerServicer):
     """Decodes batches, lets the engine score them, acks each batch with its rejections.
 
@@ -131,10 +135,16 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         if self.engine.rules_generation != generation:
             generation, above = self.engine.send_early_thresholds()
             out += self._rules_controls(above)
+        for sample in batch.samples:  # the stream's own nodes: the first 8 it may and did report for
+            if len(nodes) >= MAX_STREAM_NODES:
+                break
+            node = sample.node
+            if node not in nodes and node_name_problem(node) is None and (allowed is None or node in allowed):
+                nodes[node] = None
         if batch.guard_actions:
-            self._changes(batch.guard_actions, allowed, collector)
+            self._changes(batch.guard_actions, nodes, collector)
         if self.workloads is not None:
-            out += self._workloads(batch, allowed, nodes)
+            out += self._workloads(nodes)
         return generation, out
 
     def _rules_controls(self, above: Mapping[str, float]) -> list[pb.Control]:
@@ -145,8 +155,8 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
             out.append(codec.guard_rules_to_proto(guard))
         return out
 
-    def _changes(self, actions: Iterable[pb.GuardAction], allowed: frozenset[str] | None, collector: str) -> None:
-        """Each guard change of a node this stream may speak for, as an Event (at most 64 a batch)."""
+    def _changes(self, actions: Iterable[pb.GuardAction], nodes: Mapping[str, object], collector: str) -> None:
+        """Each guard change of one of the stream's own nodes, as an Event (at most 64 a batch)."""
         if self.post_change is None:
             return
         for msg in list(actions)[:64]:
@@ -155,25 +165,15 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
             except ValueError as exc:
                 self._note(collector, "invalid_guard_action", str(exc))
                 continue
-            problem = node_name_problem(change.node)
-            if problem is None and allowed is not None and change.node not in allowed:
-                problem = f"guard action for node {change.node!r}, not in the client certificate"
-            if problem is not None:
+            if change.node not in nodes:
+                problem = f"guard action for node {change.node[:253]!r}, not a node this stream reports samples for"
                 self._note(collector, "guard_action_node", problem)
                 continue
             self.post_change(change)
 
-    def _workloads(
-        self, batch: pb.SampleBatch, allowed: frozenset[str] | None, nodes: dict[str, tuple[int, int] | None]
-    ) -> list[pb.Control]:
+    def _workloads(self, nodes: dict[str, tuple[int, int] | None]) -> list[pb.Control]:
         """The pods of this stream's nodes, for each node whose pods changed since last sent."""
         assert self.workloads is not None
-        for sample in batch.samples:
-            if len(nodes) >= 8:
-                break
-            node = sample.node
-            if node not in nodes and node_name_problem(node) is None and (allowed is None or node in allowed):
-                nodes[node] = None
         out = []
         for node, sent in nodes.items():
             version = self.workloads.version(node)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -111,6 +111,29 @@ ACCESS: tuple[Access, ...] = (
         (False, "create", "pods#binding", "default"),
     ),
 )
+
+
+#: With ``mco_guard_pods`` (roles/mco_crds/templates/rbac-guard.yaml.j2) the analyzer also reads Pods
+#: and posts Events on Nodes (in ``default``); these rows replace ACCESS's for the same questions.
+GUARD_PODS_ACCESS: tuple[Access, ...] = _identity(
+    "mco-analyzer",
+    (True, "list", "pods", ""),
+    (True, "watch", "pods", ""),
+    (True, "create", "events", "default"),
+    (False, "delete", "pods", "default"),
+    (False, "create", "events", "kube-system"),
+)
+#: The question that tells a guard-pods install (the analyzer may list Pods) from a plain one.
+GUARD_PODS_PROBE = GUARD_PODS_ACCESS[0]
+
+
+def access_table(guard_pods: bool) -> tuple[Access, ...]:
+    """The questions and the answers expected, for an install without or with ``mco_guard_pods``."""
+    if not guard_pods:
+        return (*ACCESS, replace(GUARD_PODS_PROBE, expected=False))
+    replaced = {(a.identity, a.verb, a.resource, a.namespace) for a in GUARD_PODS_ACCESS}
+    kept = tuple(a for a in ACCESS if (a.identity, a.verb, a.resource, a.namespace) not in replaced)
+    return (*kept, *GUARD_PODS_ACCESS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from mco_py.doctor.cluster_checks import (
-    ACCESS,
     CRD_NAME,
+    GUARD_PODS_PROBE,
     KATA_RUNTIME_CLASS,
     LEASE_NAME,
     NAMESPACE,
@@ -28,6 +28,7 @@ from mco_py.doctor.cluster_checks import (
     Access,
     ClusterView,
     Read,
+    access_table,
 )
 from mco_py.model import GROUP, PLURAL, VERSION
 
@@ -123,7 +124,8 @@ def probe_cluster(
     )
     runtime_class = api.read(f"/apis/node.k8s.io/v1/runtimeclasses/{quote(KATA_RUNTIME_CLASS)}")
     progress("asking the authorizer what each MCO identity may do")
-    access = [(question, *api.may(question)) for question in ACCESS]
+    guard_pods = api.may(GUARD_PODS_PROBE)[0] is True  # the analyzer may list Pods: mco_guard_pods is on
+    access = [(question, *api.may(question)) for question in access_table(guard_pods)]
     return ClusterView(
         now=api.now(wall),
         crd=crd,

@@ -13,6 +13,7 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
+from mco_py.analysis.guard import GuardRules
 from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.service import TLSFiles, create_server, transport_limit
@@ -75,12 +76,22 @@ def test_a_stream_opens_with_the_rules_warn_values_and_gets_new_ones_after_a_rul
         first = next(replies)
         assert first.WhichOneof("kind") == "send_early"
         assert dict(first.send_early.above) == {n: r.warn for n, r in rules.signals.items()}
-        analyzer.engine.set_rules(dataclasses.replace(rules, version="stricter", dimensions=rules.dimensions[:1]))
+        guard = next(replies)
+        assert guard.WhichOneof("kind") == "guard_rules", "the default rules have a guard section"
+        assert codec.guard_rules_from_proto(guard.guard_rules) == rules.guard
+        stricter = GuardRules(throttle_above=20)
+        analyzer.engine.set_rules(
+            dataclasses.replace(rules, version="stricter", dimensions=rules.dimensions[:1], guard=stricter)
+        )
         requests.put(codec.batch_to_proto([good("node-1")], collector="c", sequence=1))
         assert next(replies).WhichOneof("kind") == "ack"
         again = next(replies)
         assert again.WhichOneof("kind") == "send_early"
         assert set(again.send_early.above) == set(rules.dimensions[0].signals)
+        assert codec.guard_rules_from_proto(next(replies).guard_rules) == stricter
+        analyzer.engine.set_rules(dataclasses.replace(rules, version="no guard section", guard=None))
+        requests.put(codec.batch_to_proto([good("node-1", t=time.time() + 0.001)], collector="c", sequence=2))
+        assert [next(replies).WhichOneof("kind") for _ in range(2)] == ["ack", "send_early"]
         requests.put(None)
         assert list(replies) == []
 
@@ -193,7 +204,7 @@ def test_connected_collectors_gauge_follows_open_streams(analyzer: Analyzer) -> 
     with grpc.insecure_channel(f"127.0.0.1:{analyzer.port}") as ch:
         replies = pb_grpc.AnalyzerStub(ch).StreamSamples(requests(), timeout=30)
         feed.put(codec.batch_to_proto([good("node-1")], collector="c", sequence=1))
-        assert [next(replies).WhichOneof("kind") for _ in range(2)] == ["send_early", "ack"]
+        assert [next(replies).WhichOneof("kind") for _ in range(3)] == ["send_early", "guard_rules", "ack"]
         assert analyzer.metric("mco_analyzer_connected_collectors") == 1
         feed.put(None)
         assert list(replies) == []

@@ -16,10 +16,15 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 import yaml
 
 from mco_py.doctor.cluster_checks import CLOCK_SLACK_S
+from mco_py.model import Sample, SignalReading
+from mco_py.rpc import codec
+from mco_py.rpc.analyzer.v1.analyzer_pb2 import Control, GuardAction
+from mco_py.rpc.analyzer.v1.analyzer_pb2_grpc import AnalyzerStub
 from tests.cluster.cluster import free_port, volcano_conf
 from tests.cluster_tests.conftest import (
     NS,
@@ -32,6 +37,7 @@ from tests.cluster_tests.conftest import (
     prometheus_operator_crds,
     run_playbook,
     run_playbook_raw,
+    start_service,
     wait_until,
 )
 from tests.cluster_tests.identities import IDENTITIES
@@ -212,6 +218,69 @@ def _doctor(env: Env, kubeconfig: Path | None = None) -> tuple[int, dict[str, tu
         if seen is None or order[check["verdict"]] > order[seen[0]]:
             checks[check["name"]] = (check["verdict"], check["detail"])
     return run.returncode, checks
+
+
+def _can_i(env: Env, verb: str, resource: str, namespace: str = "") -> str:
+    args = ["auth", "can-i", verb, resource, f"--as=system:serviceaccount:{NS}:mco-analyzer"]
+    return env.kubectl(*args, *(["-n", namespace] if namespace else []), check=False).strip()
+
+
+GUARD_RIGHTS = [("list", "pods", ""), ("watch", "pods", ""), ("create", "events", "default")]
+
+
+def test_guard_pods_with_the_analyzers_own_token_and_the_rights_taken_back(env: Env) -> None:
+    """mco_guard_pods grants the analyzer Pods and Node Events; the analyzer, with only its own
+    token, tells a node's stream its pods and posts the node's guard change as an Event; switched
+    off, the rights are gone again."""
+    assert run_playbook(env, {"mco_guard_pods": True})["failures"] == 0
+    assert [_can_i(env, *right) for right in GUARD_RIGHTS] == ["yes", "yes", "yes"]
+    assert _can_i(env, "delete", "pods", "default") == "no"
+    assert _can_i(env, "create", "events", "kube-system") == "no"
+    if env.analyzer is not None:
+        env.analyzer.stop()  # the same identity takes the Lease back at once, with --guard-pods
+    env.analyzer = None
+    batch_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "guard-batch", "namespace": "default"},
+                 "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip
+    env.kubectl("apply", "-f", "-", stdin=json.dumps(batch_pod))
+    settings = env.workdir / "analyzer-guard.yaml"
+    settings.write_text("guardPods: true\n")
+    analyzer = start_service(
+        env.workdir, "analyzer-guard", "analyzer", f"--config={settings}", "--mode=cluster",
+        f"--kubeconfig={env.kubeconfig('mco-analyzer')}", "--identity=analyzer-test", "--listen=127.0.0.1:0",
+        "--metrics-host=127.0.0.1", "--metrics-port=0", "--lease-duration=3",
+    )  # fmt: skip
+    try:
+        started = wait_until(lambda: next((ln for ln in analyzer.lines() if "grpc_port" in ln), None), "it listens")
+        port = int(started["grpc_port"])
+        change = GuardAction(node="node-1", timestamp_unix_nanos=time.time_ns(), action="throttle",
+                             limit_before=1.0, limit=0.5, pressure=42.0, cpus=2)  # fmt: skip
+
+        def one_batch() -> list[Control]:
+            sample = Sample("node-1", time.time(), {"psiCpuSomeRate": SignalReading("psiCpuSomeRate", 1.0, "procfs")})
+            batch = codec.batch_to_proto([sample], collector="node-1", sequence=1)
+            batch.guard_actions.append(change)
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                return list(AnalyzerStub(channel).StreamSamples(iter([batch]), timeout=30))
+
+        def pods_told() -> list[str] | None:
+            for reply in one_batch():
+                if reply.WhichOneof("kind") == "workloads":
+                    return [f"{p.name}:{'offline' if p.offline else 'online'}" for p in reply.workloads.pods]
+            return None
+
+        assert "guard-batch:offline" in wait_until(pods_told, "node-1's pods on its stream")
+        events = wait_until(
+            lambda: env.json("get", "events", "-n", "default",
+                             "--field-selector=involvedObject.kind=Node,involvedObject.name=node-1")["items"],
+            "the guard's Event on node-1",
+        )  # fmt: skip
+        assert {e["reason"] for e in events} == {"OfflineCPUThrottled"}
+        assert events[0]["source"]["component"] == "mco-analyzer"
+    finally:
+        analyzer.stop()
+        env.kubectl("delete", "pod", "guard-batch", "-n", "default", "--grace-period=0", check=False)
+    assert run_playbook(env, {"mco_guard_pods": False})["changed"] > 0
+    assert [_can_i(env, *right) for right in GUARD_RIGHTS] == ["no", "no", "no"]
 
 
 def test_doctor_checks_the_cluster_and_names_each_broken_part(env: Env) -> None:

@@ -12,10 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mco_py.analysis.guard import Action, GuardRules, GuardState, decide, rules_from_mapping
+from mco_py.analysis.workloads import WorkloadPod, pod_group
 from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter, WorkloadPressureSource, detect_layout
 from mco_py.collector.config import load_settings
 from mco_py.collector.guard_loop import Guard
-from mco_py.collector.workload_groups import WorkloadGroups
+from mco_py.collector.workload_groups import WorkloadGroups, detect_driver
 from mco_py.errors import ConfigError
 
 _rules = st.builds(
@@ -430,3 +431,75 @@ def test_restore_guard_writes_back_what_a_journal_recorded(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert (root / "offline/cpu.max").read_text() == "max 100000"
     assert not journal.exists()
+
+
+POD_ON = "0b5e6a10-1111-4c1e-9a55-3d0e7f1b2c9a"
+POD_OFF = "0b5e6a10-2222-4c1e-9a55-3d0e7f1b2c9a"
+POD_LATE = "0b5e6a10-3333-4c1e-9a55-3d0e7f1b2c9a"
+
+
+def pod(uid: str, qos: str, cls: str) -> WorkloadPod:
+    return WorkloadPod("ns", uid[9:13], uid, qos, cls)
+
+
+def test_pods_the_analyzer_names_are_watched_and_limited_and_a_relabelled_one_gets_its_limit_back(
+    tmp_path: Path,
+) -> None:
+    online = pod_group(POD_ON, "Burstable", "systemd")
+    offline = pod_group(POD_OFF, "BestEffort", "systemd")
+    root = v2_tree(tmp_path / "cg", [online, offline])
+    (root / offline / "cpu.weight").write_text("1\n")
+    layout = detect_layout(root)
+    assert detect_driver(layout.cpu_root) == "systemd"
+    groups = WorkloadGroups((), (), driver="systemd")
+    clock = Clock()
+    guard = Guard(
+        layout, groups=groups, rules=GuardRules(), mode="on", journal_path=tmp_path / "j.json", node="n", cpus=4,
+        clock=clock, wall_clock=lambda: 1e9,
+    )  # fmt: skip
+    # a pod whose cgroup is not there yet (still starting) is no write error
+    groups.set_pods([pod(POD_ON, "Burstable", "online"), pod(POD_OFF, "BestEffort", "offline"),
+                     pod(POD_LATE, "BestEffort", "offline")])  # fmt: skip
+    guard.step()
+    set_stall(root, online, "cpu", 500_000)
+    clock.now = 1.0
+    assert guard.step() is Action.THROTTLE
+    assert (root / offline / "cpu.max").read_text() == "200000 100000", "half of 4 CPUs"
+    assert (root / online / "cpu.max").read_text() == "max 100000\n", "online pods are never written"
+    assert guard.status.write_errors == 0
+    changes = guard.take_changes()
+    assert [(c.node, c.action, c.limit_before, c.limit, c.cpus) for c in changes] == [
+        ("n", Action.THROTTLE, None, 0.5, 4)
+    ]
+    assert guard.take_changes() == [], "each change is taken once"
+    # relabelled online: its limit goes back at the next step, while the pressure lasts
+    groups.set_pods([pod(POD_ON, "Burstable", "online"), pod(POD_OFF, "BestEffort", "online")])
+    set_stall(root, online, "cpu", 1_000_000)
+    clock.now = 2.0
+    guard.step()
+    assert (root / offline / "cpu.max").read_text().strip() == "max 100000"
+    assert (root / offline / "cpu.weight").read_text().strip() == "1"
+    assert not (tmp_path / "j.json").exists(), "nothing left to restore"
+
+
+def test_a_pod_that_nests_with_the_other_class_is_left_out(tmp_path: Path) -> None:
+    groups = WorkloadGroups((), ("kubepods.slice/kubepods-besteffort.slice",), driver="systemd")
+    view = groups.set_pods([pod(POD_ON, "BestEffort", "online"), pod(POD_OFF, "Burstable", "offline")])
+    assert view.online == ()
+    assert view.conflicts == 1
+    assert view.offline == ("kubepods.slice/kubepods-besteffort.slice", pod_group(POD_OFF, "Burstable", "systemd"))
+    no_kubelet = WorkloadGroups(("online.slice",), (), driver=None).set_pods([pod(POD_OFF, "BestEffort", "offline")])
+    assert no_kubelet.offline == ()
+    assert no_kubelet.pods == 1
+
+
+def test_rules_from_the_analyzer_replace_the_configured_ones(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice"])
+    clock = Clock()
+    guard = make_guard(root, tmp_path, clock)
+    guard.step()
+    set_stall(root, "online.slice", "cpu", 150_000)  # 15 %: above the default 10
+    clock.now = 1.0
+    guard.set_rules(GuardRules(throttle_above=20, release_below=5))
+    assert guard.step() is Action.HOLD, "15 % is between the analyzer's 5 and 20"
+    assert guard.status.rules_from == "analyzer"

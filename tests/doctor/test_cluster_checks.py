@@ -18,10 +18,12 @@ from hypothesis import strategies as st
 from mco_py.doctor.checks import Check, Verdict
 from mco_py.doctor.cluster_checks import (
     ACCESS,
+    GUARD_PODS_PROBE,
     KATA_LABEL,
     KVM_LABEL,
     ClusterView,
     Read,
+    access_table,
     go_duration_seconds,
     judge_cluster,
 )
@@ -344,3 +346,17 @@ def test_control_plane_nodes_without_a_collector_are_not_missing() -> None:
     view = replace(healthy(), nodes=Read({"items": [node("n1"), node("n2", **KATA), control]}))
     got = verdicts(judge_cluster(view, ttl=TTL))
     assert got["nodes in the report"][0] is Verdict.OK
+
+
+def test_a_guard_pods_install_is_judged_by_its_own_table() -> None:
+    plain = {(a.verb, a.resource, a.namespace): a.expected for a in access_table(False) if a.identity == "mco-analyzer"}
+    guard = {(a.verb, a.resource, a.namespace): a.expected for a in access_table(True) if a.identity == "mco-analyzer"}
+    assert plain[GUARD_PODS_PROBE.verb, "pods", ""] is False
+    assert plain["create", "events", "default"] is False
+    assert guard["list", "pods", ""] is True
+    assert guard["create", "events", "default"] is True
+    assert guard["delete", "pods", "default"] is False
+    assert (
+        len([a for a in access_table(True) if (a.verb, a.resource, a.namespace) == ("create", "events", "default")])
+        == 1
+    )
