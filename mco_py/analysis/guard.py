@@ -150,30 +150,39 @@ class GuardChange:
     """The worst online group's CPU stall share, percent; None: unknown."""
     cpus: int
     dry_run: bool = False
+    resource: str = "cpu"
+    """cpu, memory or io: what was limited (and whose online pressure moved it)."""
 
 
-#: Kubernetes Event reason per action.
-EVENT_REASONS = {
-    Action.THROTTLE: "OfflineCPUThrottled",
-    Action.RELAX: "OfflineCPURelaxed",
-    Action.RELEASE: "OfflineCPUReleased",
-}
+RESOURCES = ("cpu", "memory", "io")
+_RESOURCE_NAMES = {"cpu": "CPU", "memory": "Memory", "io": "IO"}
+_ACTION_NAMES = {Action.THROTTLE: "Throttled", Action.RELAX: "Relaxed", Action.RELEASE: "Released"}
 
 
-def _cpus(limit: float | None, cpus: int) -> str:
-    return "unlimited" if limit is None else f"{limit * cpus:.2f} of {cpus} CPUs"
+def event_reason(resource: str, action: Action) -> str:
+    """The Kubernetes Event reason: ``OfflineCPUThrottled``, ``OfflineIORelaxed``, ``OfflineMemoryReleased``."""
+    return f"Offline{_RESOURCE_NAMES.get(resource, 'CPU')}{_ACTION_NAMES.get(action, 'Changed')}"
+
+
+def _limit(change: GuardChange, limit: float | None) -> str:
+    if limit is None:
+        return "unlimited"
+    if change.resource == "cpu":
+        return f"{limit * change.cpus:.2f} of {change.cpus} CPUs"
+    return f"{limit * 100:.0f} % of their {'memory use' if change.resource == 'memory' else 'I/O rate'} then"
 
 
 def change_text(change: GuardChange) -> tuple[str, str]:
-    """(Event reason, message) for ``change``, e.g. ``OfflineCPUThrottled``, "offline pods limited
-    to 1.00 of 2 CPUs (was unlimited): online CPU pressure 34.0 %"."""
+    """(Event reason, message) for ``change``, e.g. ``OfflineCPUThrottled``, "offline workloads'
+    CPU limited to 1.00 of 2 CPUs (was unlimited): online CPU pressure 34.0 %"."""
     verb = {Action.THROTTLE: "limited to", Action.RELAX: "allowed", Action.RELEASE: "allowed"}.get(
         change.action, "kept at"
     )
+    what = {"memory": "memory", "io": "I/O"}.get(change.resource, "CPU")
     pressure = "unknown" if change.pressure is None else f"{change.pressure:.1f} %"
     text = (
-        f"{'dry-run, nothing changed: would have ' if change.dry_run else ''}offline workloads {verb} "
-        f"{_cpus(change.limit, change.cpus)} (was {_cpus(change.limit_before, change.cpus)}): "
-        f"online CPU pressure {pressure}"
+        f"{'dry-run, nothing changed: would have ' if change.dry_run else ''}offline workloads' {what} {verb} "
+        f"{_limit(change, change.limit)} (was {_limit(change, change.limit_before)}): "
+        f"online {what} pressure {pressure}"
     )
-    return EVENT_REASONS.get(change.action, "OfflineCPUChanged"), text
+    return event_reason(change.resource, change.action), text

@@ -46,6 +46,22 @@ class Layout:
     """Of the CPU controller: 1 or 2."""
     pressure_root: Path | None
     """The cgroup2 tree with per-group ``*.pressure`` files; None when there is none."""
+    memory_root: Path | None = None
+    """Where the memory controller is (v2: the mount when enabled; v1: its own); None: not mounted."""
+    io_root: Path | None = None
+    """Where the io (v2) or blkio (v1) controller is; None: not mounted."""
+
+    def root_for(self, name: str) -> Path:
+        """The tree whose groups have the file ``name`` (``cpu.max``, ``memory.high``, ``io.max``, ...)."""
+        if name.startswith("memory."):
+            root = self.memory_root
+        elif name.startswith(("io.", "blkio.")):
+            root = self.io_root
+        else:
+            return self.cpu_root
+        if root is None:
+            raise ConfigError(f"no controller for {name} is mounted")
+        return root
 
     def check_group(self, group: str) -> str:
         """``group`` normalised (no leading or trailing ``/``); ConfigError when it escapes the tree."""
@@ -59,13 +75,22 @@ def detect_layout(root: Path = Path("/sys/fs/cgroup")) -> Layout:
     """The layout mounted at ``root``; ConfigError saying what is missing."""
     controllers = root / "cgroup.controllers"
     if controllers.is_file():
-        if "cpu" not in controllers.read_text().split():
+        enabled = controllers.read_text().split()
+        if "cpu" not in enabled:
             raise ConfigError(f"{root}: cgroup v2 without the cpu controller (enable it in cgroup.subtree_control)")
-        return Layout(root, 2, root)
+        return Layout(root, 2, root, root if "memory" in enabled else None, root if "io" in enabled else None)
     for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
         if (root / name / "cpu.cfs_quota_us").is_file():
             unified = root / "unified"
-            return Layout(root / name, 1, unified if (unified / "cgroup.procs").is_file() else None)
+            memory = root / "memory"
+            blkio = root / "blkio"
+            return Layout(
+                root / name,
+                1,
+                unified if (unified / "cgroup.procs").is_file() else None,
+                memory if (memory / "memory.usage_in_bytes").is_file() else None,
+                blkio if (blkio / "blkio.throttle.read_bps_device").is_file() else None,
+            )
     raise ConfigError(f"{root}: neither a cgroup v2 tree with cpu nor a cgroup v1 cpu controller is mounted there")
 
 
@@ -82,7 +107,8 @@ class CpuLimits:
 
     def path(self, group: str, name: str = "") -> Path:
         """The file ``name`` (default: the quota) of ``group``."""
-        return self.layout.cpu_root / self.layout.check_group(group) / (name or self.quota_file)
+        name = name or self.quota_file
+        return self.layout.root_for(name) / self.layout.check_group(group) / name
 
     def read_raw(self, group: str, name: str = "") -> str:
         """The file's text as the kernel shows it (``-1``, ``max 100000``, ``1024``)."""
@@ -129,8 +155,46 @@ def _quota(cores: float, period: int) -> int:
     return max(MIN_QUOTA_US, math.floor(cores * period))
 
 
+#: Files that hold one line per block device (``MAJ:MIN ...``), written a line at a time.
+DEVICE_FILES = ("io.max", "blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device")
+#: What a v2 ``io.max`` line takes to lift a device's bandwidth limits.
+V2_DEVICE_RESET = "rbps=max wbps=max"
 #: The only files a journal may name (anything else in one is ignored, never written).
-JOURNALLED_FILES = ("cpu.max", "cpu.weight", "cpu.cfs_quota_us", "cpu.shares")
+JOURNALLED_FILES = (
+    "cpu.max",
+    "cpu.weight",
+    "cpu.cfs_quota_us",
+    "cpu.shares",
+    "memory.high",
+    "memory.soft_limit_in_bytes",
+    *DEVICE_FILES,
+)
+
+
+def device_values(text: str) -> dict[str, str]:
+    """``{"254:0": "rbps=1048576 wbps=max ..."}`` of a per-device file (v1: ``{"254:0": "1048576"}``)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        device, _, rest = line.strip().partition(" ")
+        if device and ":" in device:
+            out[device] = rest.strip()
+    return out
+
+
+def _write_line(path: Path, text: str) -> None:
+    with path.open("w") as file:  # one write(2), as the kernel wants it
+        file.write(text)
+
+
+def restore_devices(path: Path, original: str, *, v2: bool) -> None:
+    """Put a per-device file back as ``original`` showed it: devices limited since get their
+    limit lifted, devices it listed get their line back."""
+    before = device_values(original)
+    for device in device_values(path.read_text()):
+        if device not in before:
+            _write_line(path, f"{device} {V2_DEVICE_RESET if v2 else '0'}")
+    for device, value in before.items():
+        _write_line(path, f"{device} {value}")
 
 
 class Journal:
@@ -218,7 +282,10 @@ class Journal:
             if (only and name != only) or (group and owner != group):
                 continue
             try:
-                self.limits.write_raw(owner, text, name)
+                if name in DEVICE_FILES:
+                    restore_devices(self.limits.path(owner, name), text, v2=self.limits.layout.version == 2)
+                else:
+                    self.limits.write_raw(owner, text, name)
             except FileNotFoundError:
                 pass  # the group is gone, and its limit with it
             except (OSError, ConfigError) as exc:

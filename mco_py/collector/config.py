@@ -127,6 +127,8 @@ class CollectorSettings:
     guard_rules: GuardRules = field(default_factory=GuardRules)
     """When and how far the guard limits offline CPU (a mapping in the file only); the guard
     section of the analyzer's detection rules replaces it once an analyzer sends one."""
+    guard_resources: tuple[str, ...] = ("cpu", "memory", "io")
+    """What the guard may limit: any of cpu, memory, io (each moved by the online groups' pressure on it)."""
     kubelet_cgroup_driver: str = "auto"
     """Where the kubelet puts pod cgroups: auto (kubepods.slice: systemd, kubepods: cgroupfs), systemd, cgroupfs."""
     """debug|info|warning|error."""
@@ -245,6 +247,9 @@ def _validate(settings: CollectorSettings, problems: list[str]) -> None:
             f"guard: {settings.guard} needs online_cgroups (whose pressure it watches) and offline_cgroups (it "
             "limits), or analyzers to stream to (they name the node's online and offline pods)"
         )
+    unknown = [r for r in settings.guard_resources if r not in ("cpu", "memory", "io")]
+    if unknown or not settings.guard_resources:
+        problems.append(f"guard_resources: {list(settings.guard_resources)}; expected some of cpu, memory, io")
     if not MIN_INTERVAL_S <= settings.guard_interval_s <= MAX_INTERVAL_S:
         problems.append(f"guard_interval_s: {settings.guard_interval_s}; expected {MIN_INTERVAL_S}-{MAX_INTERVAL_S} s")
     if not settings.node_name.strip():

@@ -22,6 +22,7 @@ from pathlib import Path
 from mco_py.analysis.guard import Action, GuardChange, GuardRules, GuardState, decide
 from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter
 from mco_py.collector.exporter import Family
+from mco_py.collector.mem_io import IoKnob, MemoryKnob, Write
 from mco_py.collector.signals import Unavailable
 from mco_py.collector.workload_groups import Groups, WorkloadGroups
 from mco_py.errors import ConfigError
@@ -32,6 +33,8 @@ MODES = ("off", "dry-run", "on")
 #: Steps failing in a row before the guard lifts the quota it set.
 FAIL_SAFE_AFTER = 3
 RESOURCES = ("cpu", "io", "memory")
+#: What the guard may limit, besides CPU (``guard_resources``).
+KNOB_RESOURCES = ("memory", "io")
 #: Changes kept for the analyzer's Events while no stream takes them (the oldest go first).
 MAX_PENDING_CHANGES = 64
 
@@ -55,6 +58,10 @@ class GuardStatus:
     groups: Groups = field(default_factory=Groups)
     changes_dropped: int = 0
     """Changes no stream took before :data:`MAX_PENDING_CHANGES` newer ones came."""
+    knob_limits: dict[str, float | None] = field(default_factory=dict)
+    """memory, io -> the offline limit as a share of the groups' use when the guard first acted."""
+    knob_actions: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(resource, action) -> changes of the memory and I/O limits."""
 
 
 class Guard:
@@ -72,6 +79,7 @@ class Guard:
         journal_path: os.PathLike[str] | str,
         node: str = "",
         cpus: int | None = None,
+        resources: Sequence[str] = ("cpu", "memory", "io"),
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -106,6 +114,22 @@ class Guard:
         self.online: list[str] = []
         self.offline: list[str] = []
         self._from_pods: frozenset[str] = frozenset()
+        self.cpu_on = "cpu" in resources
+        """Whether the guard limits CPU (weight and quota); memory and I/O: :attr:`knobs`."""
+        self.knobs: dict[str, MemoryKnob | IoKnob] = {}
+        """The memory and I/O limits this host's controllers allow (``resources``)."""
+        for resource in KNOB_RESOURCES:
+            if resource not in resources:
+                continue
+            try:
+                self.knobs[resource] = MemoryKnob(layout) if resource == "memory" else IoKnob(layout, clock=clock)
+            except Unavailable as exc:
+                log.warning("the guard will not limit offline %s: %s", resource, exc)
+        self.states: dict[str, GuardState] = {r: GuardState() for r in self.knobs}
+        self._knob_limited: set[str] = set()
+        """Resources whose limits were written since they were last lifted."""
+        self._baselines: dict[tuple[str, str], object] = {}
+        """(resource, group) -> its use when the guard first limited it (limits are shares of it)."""
 
     def recover(self) -> None:
         """Undo limits a killed guard left behind (its journal), before the first step."""
@@ -132,7 +156,7 @@ class Guard:
         previous = self.state.limit
         with self._lock:
             rules = self.rules
-        self.state, action = decide(self.state, pressure, rules)
+        self.state, action = decide(self.state, pressure, rules) if self.cpu_on else (self.state, Action.HOLD)
         if action is not Action.HOLD:
             self._record(GuardChange(self.node, self._wall_clock(), action, previous, self.state.limit, pressure,
                                      self.cpus, self.mode == "dry-run"))  # fmt: skip
@@ -145,10 +169,14 @@ class Guard:
                 "unknown" if pressure is None else f"{pressure:.1f} %",
                 extra={"action": action.value, "limit_before": previous, "limit": self.state.limit},
             )
+        knob_actions = [self._decide_knob(resource, rules) for resource in self.knobs]
         errors = self.status.write_errors
         if self.mode == "on":
             self._release_left(view)
-            self._apply()
+            if self.cpu_on:
+                self._apply()
+            for resource in self.knobs:
+                self._apply_knob(resource)
         stalled = self._stalled()
         with self._lock:
             self.status.groups = view
@@ -158,7 +186,89 @@ class Guard:
             self.status.failing = self.status.write_errors > errors
             if action is not Action.HOLD:
                 self.status.actions[action.value] += 1
+            for resource, knob_action in zip(self.knobs, knob_actions, strict=True):
+                self.status.knob_limits[resource] = self.states[resource].limit
+                if knob_action is not Action.HOLD:
+                    key = (resource, knob_action.value)
+                    self.status.knob_actions[key] = self.status.knob_actions.get(key, 0) + 1
         return action
+
+    def _decide_knob(self, resource: str, rules: GuardRules) -> Action:
+        """The memory or I/O limit's next state, from the online groups' pressure on that resource."""
+        known = [p for g in self.online if (p := self.meter.share(g, resource)) is not None]
+        pressure = max(known) if known else None
+        previous = self.states[resource].limit
+        self.states[resource], action = decide(self.states[resource], pressure, rules)
+        if action is not Action.HOLD:
+            self._record(GuardChange(self.node, self._wall_clock(), action, previous, self.states[resource].limit,
+                                     pressure, self.cpus, self.mode == "dry-run", resource))  # fmt: skip
+            log.info(
+                "%s%s offline %s: %s of their use (online %s pressure %s)",
+                "dry-run: would " if self.mode == "dry-run" else "",
+                action.value,
+                resource,
+                "unlimited" if self.states[resource].limit is None else f"{self.states[resource].limit:.0%}",
+                resource,
+                "unknown" if pressure is None else f"{pressure:.1f} %",
+                extra={"action": action.value, "resource": resource, "limit": self.states[resource].limit},
+            )
+        return action
+
+    def _apply_knob(self, resource: str) -> None:
+        """Limit (or give back) every offline group's memory or I/O to the state's share of its baseline."""
+        if self._closed:
+            return
+        knob = self.knobs[resource]
+        if isinstance(knob, IoKnob):  # rates over the last interval, for a baseline when one is needed
+            self._observe_io(knob)
+        share = self.states[resource].limit
+        if share is None:
+            self._baselines = {k: v for k, v in self._baselines.items() if k[0] != resource}
+            if resource in self._knob_limited:
+                self._knob_limited.discard(resource)
+                for name in knob.files:
+                    if self.journal.holds(name):
+                        self._restore(f"{resource} lifted", only=name)
+            return
+        self._knob_limited.add(resource)
+        for group in self.offline:
+            try:
+                self._limit_group(knob, group, share)
+            except FileNotFoundError as exc:
+                if group not in self._from_pods:  # a pod's cgroup may not be there yet, or any more
+                    self._write_failed(group, resource, exc)
+            except (OSError, ValueError, Unavailable) as exc:
+                self._write_failed(group, resource, exc)
+
+    def _observe_io(self, knob: IoKnob) -> None:
+        for group in self.offline:
+            try:
+                for write in knob.accounting_writes(group):
+                    self._write_line(knob, group, write)
+                knob.observe(group)
+            except FileNotFoundError as exc:
+                if group not in self._from_pods:
+                    self._write_failed(group, "io", exc)
+            except (OSError, ValueError) as exc:
+                self._write_failed(group, "io", exc)
+        knob.forget(set(self.offline))
+
+    def _limit_group(self, knob: MemoryKnob | IoKnob, group: str, share: float) -> None:
+        baseline = self._baselines.get((knob.resource, group))
+        if baseline is None:
+            baseline = knob.baseline(group)
+            if baseline is None:
+                return  # no use to limit
+            self._baselines[knob.resource, group] = baseline
+        for write in knob.writes(group, share, baseline):  # type: ignore[arg-type]
+            self._write_line(knob, group, write)
+
+    def _write_line(self, knob: MemoryKnob | IoKnob, group: str, write: Write) -> None:
+        if knob.holds(group, write):
+            return
+        self.journal.remember(group, write.name)
+        text = f"{write.device} {write.text}" if write.device else write.text
+        self.limits.write_raw(group, text, write.name)
 
     def set_rules(self, rules: GuardRules, source: str = "analyzer") -> None:
         """Use ``rules`` from the next interval on (the analyzer's, hot-reloaded with its rules)."""
@@ -187,6 +297,7 @@ class Guard:
         """Give back the limits of groups that are no longer offline (a pod relabelled online, or gone)."""
         for group in self._limited:
             if group not in view.offline:
+                self._baselines = {k: v for k, v in self._baselines.items() if k[1] != group}
                 problems = self.journal.restore(group=group)
                 self._written = {k: v for k, v in self._written.items() if k[0] != group}
                 if problems:
@@ -259,10 +370,16 @@ class Guard:
             self._restore("restored on exit")
 
     def fail_safe(self) -> None:
-        """After steps keep failing: lift the quota (offline work is never held back blind)."""
+        """After steps keep failing: lift the quota and the memory and I/O limits (offline work is
+        never held back blind)."""
         self.state = GuardState()
-        if self.mode == "on" and self.journal.holds(self.limits.quota_file):
-            self._restore("lifted after failing steps", only=self.limits.quota_file)
+        self.states = {r: GuardState() for r in self.knobs}
+        self._baselines.clear()
+        if self.mode != "on":
+            return
+        for name in (self.limits.quota_file, *(n for knob in self.knobs.values() for n in knob.files)):
+            if self.journal.holds(name):
+                self._restore("lifted after failing steps", only=name)
 
     def _stalled(self) -> dict[tuple[str, str, str], float]:
         out: dict[tuple[str, str, str], float] = {}
@@ -322,6 +439,20 @@ class Guard:
                     "gauge",
                     (),
                     [((), 1.0 if st.failing else 0.0)],
+                ),
+                Family(
+                    "mco_guard_offline_limit_ratio",
+                    "Memory or I/O the offline groups may use, share of their use when first limited (1: unlimited)",
+                    "gauge",
+                    ("resource",),
+                    [((r,), 1.0 if v is None else v) for r, v in sorted(st.knob_limits.items())],
+                ),
+                Family(
+                    "mco_guard_resource_actions",
+                    "Changes of the offline memory and I/O limits by action (dry-run: the ones it would make)",
+                    "counter",
+                    ("resource", "action"),
+                    [(key, float(n)) for key, n in sorted(st.knob_actions.items())],
                 ),
                 Family(
                     "mco_guard_rules_source",

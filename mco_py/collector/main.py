@@ -223,6 +223,7 @@ class CollectorDaemon:
                 mode=settings.guard,
                 journal_path=settings.guard_journal,
                 node=settings.node_name,
+                resources=settings.guard_resources,
             )
             self.guard = GuardLoop(guard, settings.guard_interval_s)
         elif settings.guard_journal.exists():  # a guard was killed, then switched off: undo its limits anyway

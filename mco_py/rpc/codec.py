@@ -15,7 +15,7 @@ import math
 import sys
 from collections.abc import Iterable, Mapping
 
-from mco_py.analysis.guard import Action, GuardChange, GuardRules
+from mco_py.analysis.guard import RESOURCES, Action, GuardChange, GuardRules
 from mco_py.analysis.samples import MAX_VALUES, InvalidSample
 from mco_py.analysis.workloads import QOS_CLASSES, WorkloadPod, valid_uid
 from mco_py.model import Sample, SignalReading
@@ -284,6 +284,7 @@ def guard_change_to_proto(change: GuardChange) -> pb.GuardAction:
         limit=1.0 if change.limit is None else change.limit,
         cpus=change.cpus,
         dry_run=change.dry_run,
+        resource=change.resource,
     )
     if change.pressure is not None:
         msg.pressure = change.pressure
@@ -296,6 +297,9 @@ def guard_change_from_proto(msg: pb.GuardAction) -> GuardChange:
         action = Action(msg.action)
     except ValueError:
         raise ValueError(f"guard action {msg.action[:40]!r} is not one of throttle, relax, release") from None
+    resource = msg.resource or "cpu"
+    if resource not in RESOURCES:
+        raise ValueError(f"guard action on {msg.resource[:20]!r}; expected one of {', '.join(RESOURCES)}")
     limits = (msg.limit_before, msg.limit)
     if action is Action.HOLD or not all(math.isfinite(v) and 0 < v <= 1 for v in limits) or not 0 < msg.cpus < 1 << 20:
         raise ValueError("guard action with a limit outside (0, 1] or no CPUs")
@@ -309,4 +313,5 @@ def guard_change_from_proto(msg: pb.GuardAction) -> GuardChange:
         pressure=pressure,
         cpus=msg.cpus,
         dry_run=msg.dry_run,
+        resource=resource,
     )

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mco_py.analysis.guard import Action, GuardChange, change_text, event_reason
 from mco_py.analysis.rules import parse_rules, rules_from_mapping, rules_to_mapping
 from mco_py.analysis.workloads import (
     CLASS_LABEL,
@@ -132,3 +133,16 @@ def test_the_guard_section_of_the_rules_is_validated_and_round_trips() -> None:
         "release_below (50)",
     ):
         assert needed in text
+
+
+def test_event_texts_name_the_resource_and_the_limit() -> None:
+    cpu = GuardChange("n", 0.0, Action.THROTTLE, None, 0.5, 34.0, 2)
+    assert change_text(cpu) == (
+        "OfflineCPUThrottled",
+        "offline workloads' CPU limited to 1.00 of 2 CPUs (was unlimited): online CPU pressure 34.0 %",
+    )
+    io = GuardChange("n", 0.0, Action.RELEASE, 0.9, None, None, 2, True, "io")
+    reason, text = change_text(io)
+    assert reason == "OfflineIOReleased"
+    assert text.startswith("dry-run, nothing changed: would have offline workloads' I/O allowed unlimited (was 90 %")
+    assert event_reason("memory", Action.RELAX) == "OfflineMemoryRelaxed"

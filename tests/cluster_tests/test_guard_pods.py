@@ -107,5 +107,7 @@ def test_a_guard_change_is_an_event_on_its_node(api: Any) -> None:
     )
     (event,) = listed.items
     assert event.reason == "OfflineCPUThrottled"
-    assert event.message == "offline workloads limited to 1.00 of 4 CPUs (was unlimited): online CPU pressure 37.5 %"
+    assert event.message == (
+        "offline workloads' CPU limited to 1.00 of 4 CPUs (was unlimited): online CPU pressure 37.5 %"
+    )
     assert event.involved_object.uid == "node-2", "as the kubelet's node Events: kubectl describe node finds it"

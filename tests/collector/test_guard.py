@@ -274,11 +274,16 @@ def test_groups_cannot_escape_the_tree_or_be_both_classes(tmp_path: Path) -> Non
 
 def test_layouts(tmp_path: Path) -> None:
     v2 = v2_tree(tmp_path / "v2", [])
-    assert detect_layout(v2) == Layout(v2, 2, v2)
+    assert detect_layout(v2) == Layout(v2, 2, v2, v2, v2)
     hybrid = tmp_path / "hybrid"
     (hybrid / "cpu").mkdir(parents=True)
     (hybrid / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
     assert detect_layout(hybrid) == Layout(hybrid / "cpu", 1, None)
+    (hybrid / "memory").mkdir()
+    (hybrid / "memory" / "memory.usage_in_bytes").write_text("0\n")
+    (hybrid / "blkio").mkdir()
+    (hybrid / "blkio" / "blkio.throttle.read_bps_device").write_text("")
+    assert detect_layout(hybrid) == Layout(hybrid / "cpu", 1, None, hybrid / "memory", hybrid / "blkio")
     (hybrid / "unified").mkdir()
     (hybrid / "unified" / "cgroup.procs").write_text("")
     assert detect_layout(hybrid).pressure_root == hybrid / "unified"
@@ -503,3 +508,65 @@ def test_rules_from_the_analyzer_replace_the_configured_ones(tmp_path: Path) -> 
     guard.set_rules(GuardRules(throttle_above=20, release_below=5))
     assert guard.step() is Action.HOLD, "15 % is between the analyzer's 5 and 20"
     assert guard.status.rules_from == "analyzer"
+
+
+def test_memory_and_io_are_limited_as_shares_of_their_use_and_given_back(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice"])
+    off = root / "offline.slice"
+    (off / "memory.current").write_text(f"{400 * 2**20}\n")
+    (off / "memory.high").write_text("max\n")
+    (off / "io.max").write_text("")
+    (off / "io.stat").write_text("254:0 rbytes=0 wbytes=0 rios=0 wios=0 dbytes=0 dios=0\n")
+    clock = Clock()
+    guard = Guard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
+                  mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock)  # fmt: skip
+    assert set(guard.knobs) == {"memory", "io"}
+    guard.step()
+    # the offline group reads 100 MiB/s; the online one stalls on memory and on I/O
+    (off / "io.stat").write_text(f"254:0 rbytes={100 * 2**20} wbytes=0 rios=9 wios=0 dbytes=0 dios=0\n")
+    set_stall(root, "online.slice", "memory", 300_000)
+    set_stall(root, "online.slice", "io", 400_000)
+    clock.now = 1.0
+    guard.step()
+    assert (off / "memory.high").read_text() == str(200 * 2**20), "half its use then"
+    assert (off / "io.max").read_text() == f"254:0 rbps={50 * 2**20} wbps={2**20}", "half its rate; a floor for writes"
+    assert (off / "cpu.max").read_text().strip() == "max 100000", "no CPU pressure: CPU untouched"
+    assert {(c.resource, c.action) for c in guard.take_changes()} == {
+        ("memory", Action.THROTTLE),
+        ("io", Action.THROTTLE),
+    }
+    # calm: step up, then lifted; every file as it was
+    for i in range(2, 60):
+        clock.now = float(i)
+        guard.step()
+    assert (off / "memory.high").read_text() == "max"
+    assert (off / "io.max").read_text() == "254:0 rbps=max wbps=max"
+    left = json.loads((tmp_path / "j.json").read_text())["limits"]
+    assert list(left) == ["offline.slice/cpu.weight"], "only the weight, held while the guard is on"
+    families = {f.name: f for f in guard.families()}
+    assert dict(families["mco_guard_offline_limit_ratio"].rows) == {("io",): 1.0, ("memory",): 1.0}
+    assert dict(families["mco_guard_resource_actions"].rows)[("memory", "throttle")] == 1
+
+
+def test_a_killed_guards_io_and_memory_limits_go_at_the_next_start(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice"])
+    off = root / "offline.slice"
+    (off / "memory.current").write_text(f"{64 * 2**20}\n")
+    (off / "memory.high").write_text("max\n")
+    (off / "io.max").write_text("")
+    (off / "io.stat").write_text("8:0 rbytes=0 wbytes=0\n")
+    clock = Clock()
+    args = {"online": ["online.slice"], "offline": ["offline.slice"], "rules": GuardRules(), "mode": "on",
+            "journal_path": tmp_path / "j.json", "cpus": 2, "clock": clock}  # fmt: skip
+    killed = Guard(detect_layout(root), **args)  # type: ignore[arg-type]
+    killed.step()
+    (off / "io.stat").write_text(f"8:0 rbytes=0 wbytes={40 * 2**20}\n")
+    set_stall(root, "online.slice", "memory", 500_000)
+    set_stall(root, "online.slice", "io", 500_000)
+    clock.now = 1.0
+    killed.step()
+    assert (off / "memory.high").read_text() != "max\n"
+    assert "wbps=20971520" in (off / "io.max").read_text()
+    Guard(detect_layout(root), **args).recover()  # type: ignore[arg-type]
+    assert (off / "memory.high").read_text() == "max"
+    assert (off / "io.max").read_text() == "8:0 rbps=max wbps=max"

@@ -6,6 +6,7 @@ survives kill -9 without leaving the limit behind, and restores it on a clean st
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -176,3 +177,82 @@ def test_the_guard_limits_offline_cpu_and_survives_kill_9(groups: Groups, tmp_pa
     log = (tmp_path / "collector.log").read_text()
     assert "restored the CPU limits a killed guard left" in log
     assert '"action": "throttle"' in log
+
+
+@pytest.mark.timeout(120)
+def test_memory_and_io_limits_on_real_v1_controllers(tmp_path: Path) -> None:
+    """This host's v1 memory and blkio controllers take the guard's limits and give them back:
+    an offline group that uses memory and reads the disk (direct I/O) gets a soft limit and a
+    read bandwidth limit on that device while the online group (a pressure tree of our own, for
+    a pressure we choose) stalls, and loses both when it is calm."""
+    from mco_py.analysis.guard import GuardRules
+    from mco_py.collector.guard_loop import Guard
+    from tests.collector.test_guard import Clock, set_stall, v2_tree
+
+    real = detect_layout(ROOT)
+    if real.memory_root is None or real.io_root is None:
+        pytest.skip("needs the v1 memory and blkio controllers")
+    disks = [p for p in Path("/sys/block").iterdir() if p.name.startswith(("vd", "sd", "nvme"))]
+    if not disks:
+        pytest.skip("no disk to read from")
+    device = (disks[0] / "dev").read_text().strip()
+    name = f"mco-guard-memio-{os.getpid()}"
+    made = [real.memory_root / name / "offline", real.io_root / name / "offline", real.cpu_root / name / "offline"]
+    for group in made:
+        group.mkdir(parents=True, exist_ok=True)
+    pressure = v2_tree(tmp_path / "pressure", [f"{name}/online", f"{name}/offline"])
+    layout = dataclasses.replace(real, pressure_root=pressure)
+    disk = tmp_path / "data"  # on that disk; read with O_DIRECT, so every read reaches it
+    disk.write_bytes(os.urandom(64 * 2**20))
+    os.sync()
+    worker = subprocess.Popen(
+        [sys.executable, "-c",
+         "import mmap, os, sys, time\n"
+         "m = bytearray(64 * 2**20)\n"  # memory the group is charged for
+         "for i in range(0, len(m), 4096): m[i] = 1\n"
+         "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)\n"
+         "buf = mmap.mmap(-1, 1 << 20)\n"
+         "end = time.monotonic() + 60\n"
+         "while time.monotonic() < end:\n"
+         "    os.lseek(fd, 0, 0)\n"
+         "    for _ in range(64): os.readv(fd, [buf])\n",
+         str(disk)],
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for group in made:
+            (group / "cgroup.procs").write_text(str(worker.pid))
+        clock = Clock()
+        guard = Guard(layout, online=[f"{name}/online"], offline=[f"{name}/offline"], rules=GuardRules(),
+                      mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock)  # fmt: skip
+        guard.step()
+        time.sleep(1.0)
+        clock.now = 1.0
+        guard.step()  # a rate over the last second
+        set_stall(pressure, f"{name}/online", "memory", 500_000)
+        set_stall(pressure, f"{name}/online", "io", 500_000)
+        time.sleep(1.0)
+        clock.now = 2.0
+        guard.step()
+        soft = int((made[0] / "memory.soft_limit_in_bytes").read_text())
+        assert 16 * 2**20 <= soft < 2**40, "half its use, not unlimited"
+        limits = (made[1] / "blkio.throttle.read_bps_device").read_text().split()
+        assert limits[0] == device
+        assert int(limits[1]) >= 2**20
+        assert guard.status.write_errors == 0
+        for i in range(3, 80):  # calm: up in steps, then lifted
+            clock.now = float(i)
+            guard.step()
+        assert int((made[0] / "memory.soft_limit_in_bytes").read_text()) > 2**60, "unlimited again"
+        rule = (made[1] / "blkio.throttle.read_bps_device").read_text().split()
+        assert rule == [device, str(2**64 - 2)], "only the rule that lets the kernel count the group's I/O"
+        guard.close()
+        assert (made[1] / "blkio.throttle.read_bps_device").read_text().strip() == ""
+        assert (made[1] / "blkio.throttle.write_bps_device").read_text().strip() == ""
+    finally:
+        worker.kill()
+        worker.wait()
+        for group in made:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+                group.parent.rmdir()

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mco_py.analysis.samples import InvalidSample
+from mco_py.errors import ConfigError
 from mco_py.model import SIGNAL_NAMES, Sample, SignalReading
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
@@ -109,3 +110,33 @@ def test_batch_and_ack_helpers() -> None:
     ack = codec.ack(9, 1, 1, ["out_of_range: x"]).ack
     assert (ack.sequence, ack.accepted, ack.rejected, list(ack.reject_reasons)) == (9, 1, 1, ["out_of_range: x"])
     assert codec.set_interval(500).set_interval.interval_ms == 500
+
+
+def test_guard_messages_round_trip_and_bad_ones_are_refused() -> None:
+    from mco_py.analysis.guard import Action, GuardChange, GuardRules
+    from mco_py.analysis.workloads import WorkloadPod
+
+    change = GuardChange("node-1", 1_800_000_000.5, Action.RELAX, 0.25, 0.35, 12.5, 8, True, "io")
+    assert codec.guard_change_from_proto(codec.guard_change_to_proto(change)) == change
+    released = GuardChange("node-1", 1_800_000_000.0, Action.RELEASE, 0.9, None, None, 8)
+    assert codec.guard_change_from_proto(codec.guard_change_to_proto(released)) == released
+    for bad in (
+        pb.GuardAction(node="n", action="hold", limit_before=1, limit=1, cpus=2),
+        pb.GuardAction(node="n", action="explode", limit_before=1, limit=0.5, cpus=2),
+        pb.GuardAction(node="n", action="throttle", limit_before=1, limit=-3, cpus=2),
+        pb.GuardAction(node="n", action="throttle", limit_before=1, limit=0.5, cpus=0),
+        pb.GuardAction(node="n", action="throttle", limit_before=1, limit=0.5, cpus=2, resource="gpu"),
+    ):
+        with pytest.raises(ValueError, match="guard action"):
+            codec.guard_change_from_proto(bad)
+    rules = GuardRules(throttle_above=30, floor=0.2)
+    assert codec.guard_rules_from_proto(codec.guard_rules_to_proto(rules).guard_rules) == rules
+    with pytest.raises(ConfigError):
+        codec.guard_rules_from_proto(pb.GuardRules())  # all zero: not valid rules
+    pod = WorkloadPod("ns", "p", "0b5e6a10-1111-4c1e-9a55-3d0e7f1b2c9a", "BestEffort", "offline")
+    message = codec.workloads_to_proto("node-1", [pod]).workloads
+    message.pods.append(pb.WorkloadPod(namespace="ns", name="evil", uid="../../x", qos_class="BestEffort"))
+    pods, problems = codec.workloads_from_proto(message)
+    assert pods == [pod]
+    assert len(problems) == 1
+    assert "evil" in problems[0]

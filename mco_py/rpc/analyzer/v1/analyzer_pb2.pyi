@@ -216,7 +216,7 @@ Global___SampleBatch: _TypeAlias = SampleBatch  # noqa: Y015
 
 @_typing.final
 class GuardAction(_message.Message):
-    """One change of the offline CPU limit by a collector's node guard."""
+    """One change of an offline limit (CPU, memory or I/O) by a collector's node guard."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -228,6 +228,7 @@ class GuardAction(_message.Message):
     PRESSURE_FIELD_NUMBER: _builtins.int
     CPUS_FIELD_NUMBER: _builtins.int
     DRY_RUN_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     """Node name (one the collector may report for)."""
     timestamp_unix_nanos: _builtins.int
@@ -235,14 +236,18 @@ class GuardAction(_message.Message):
     action: _builtins.str
     """"throttle", "relax" or "release"."""
     limit_before: _builtins.float
-    """Offline CPU limit before and after, as a share of the node's CPUs (1: unlimited)."""
+    """Offline limit before and after (1: unlimited): for CPU a share of the node's CPUs, for
+    memory and I/O a share of what the offline groups used when the guard first acted.
+    """
     limit: _builtins.float
     pressure: _builtins.float
-    """The worst online group's CPU stall share that interval, percent; absent: unknown."""
+    """The worst online group's stall share on that resource that interval, percent; absent: unknown."""
     cpus: _builtins.int
     """The node's CPUs."""
     dry_run: _builtins.bool
     """True when the guard only reports (dry-run) and changed nothing."""
+    resource: _builtins.str
+    """"cpu", "memory" or "io"; empty: "cpu"."""
     def __init__(
         self,
         *,
@@ -254,10 +259,11 @@ class GuardAction(_message.Message):
         pressure: _builtins.float | None = ...,
         cpus: _builtins.int = ...,
         dry_run: _builtins.bool = ...,
+        resource: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_pressure", b"_pressure", "pressure", b"pressure"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pressure", b"_pressure", "action", b"action", "cpus", b"cpus", "dry_run", b"dry_run", "limit", b"limit", "limit_before", b"limit_before", "node", b"node", "pressure", b"pressure", "timestamp_unix_nanos", b"timestamp_unix_nanos"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pressure", b"_pressure", "action", b"action", "cpus", b"cpus", "dry_run", b"dry_run", "limit", b"limit", "limit_before", b"limit_before", "node", b"node", "pressure", b"pressure", "resource", b"resource", "timestamp_unix_nanos", b"timestamp_unix_nanos"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__pressure: _TypeAlias = _typing.Literal["pressure"]  # noqa: Y015
     _WhichOneofArgType__pressure: _TypeAlias = _typing.Literal["_pressure", b"_pressure"]  # noqa: Y015
