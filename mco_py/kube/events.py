@@ -86,22 +86,48 @@ class NodeEvents:
     def body(self, change: GuardChange) -> client.CoreV1Event:
         """The Event for ``change``."""
         reason, message = change_text(change)
-        when = datetime.fromtimestamp(change.time, tz=UTC)
-        return client.CoreV1Event(
-            api_version="v1",
-            kind="Event",
-            metadata=client.V1ObjectMeta(
-                name=f"{change.node[:200]}.{uuid.uuid4().hex[:16]}", namespace=NODE_EVENTS_NAMESPACE
-            ),
+        return event_body(
             # uid: the node's name, as the kubelet's own node Events (kubectl describe node finds both)
-            involved_object=client.V1ObjectReference(kind="Node", name=change.node, uid=change.node),
+            client.V1ObjectReference(kind="Node", name=change.node, uid=change.node),
+            namespace=NODE_EVENTS_NAMESPACE,
             reason=reason,
             message=message,
-            type="Normal",
-            source=client.V1EventSource(component=self.component, host=change.node),
-            reporting_component=self.component,
-            reporting_instance=self.instance,
-            first_timestamp=when,
-            last_timestamp=when,
-            count=1,
+            kind="Normal",
+            component=self.component,
+            instance=self.instance,
+            host=change.node,
+            when=change.time,
         )
+
+
+def event_body(
+    involved: client.V1ObjectReference,
+    *,
+    namespace: str,
+    reason: str,
+    message: str,
+    kind: str,
+    component: str,
+    instance: str,
+    when: float,
+    host: str = "",
+) -> client.CoreV1Event:
+    """A core/v1 Event about ``involved`` (a first occurrence, named after it)."""
+    at = datetime.fromtimestamp(when, tz=UTC)
+    return client.CoreV1Event(
+        api_version="v1",
+        kind="Event",
+        metadata=client.V1ObjectMeta(
+            name=f"{(involved.name or '')[:200]}.{uuid.uuid4().hex[:16]}", namespace=namespace
+        ),
+        involved_object=involved,
+        reason=reason,
+        message=message,
+        type=kind,
+        source=client.V1EventSource(component=component, host=host or instance or None),
+        reporting_component=component,
+        reporting_instance=instance,
+        first_timestamp=at,
+        last_timestamp=at,
+        count=1,
+    )

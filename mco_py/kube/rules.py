@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -13,6 +11,7 @@ from urllib3.exceptions import HTTPError
 
 from mco_py.errors import ReportNotFound
 from mco_py.kube.client import translate
+from mco_py.kube.events import event_body
 
 INVALID_RULES_REASON = "InvalidDetectionRules"
 MAX_EVENT_MESSAGE = 1024
@@ -63,23 +62,17 @@ class ConfigMapRulesSource:
 
     def report_invalid(self, message: str) -> None:
         """Post a ``Warning`` Event ``InvalidDetectionRules`` on the ConfigMap."""
-        now = datetime.fromtimestamp(self.clock(), tz=UTC)
-        body = client.CoreV1Event(
-            api_version="v1",
-            kind="Event",
-            metadata=client.V1ObjectMeta(name=f"{self.name}.{uuid.uuid4().hex[:16]}", namespace=self.namespace),
-            involved_object=client.V1ObjectReference(
+        body = event_body(
+            client.V1ObjectReference(
                 api_version="v1", kind="ConfigMap", name=self.name, namespace=self.namespace, uid=self._uid
             ),
+            namespace=self.namespace,
             reason=INVALID_RULES_REASON,
             message=message[:MAX_EVENT_MESSAGE],
-            type="Warning",
-            source=client.V1EventSource(component=self.component, host=self.instance or None),
-            reporting_component=self.component,
-            reporting_instance=self.instance,
-            first_timestamp=now,
-            last_timestamp=now,
-            count=1,
+            kind="Warning",
+            component=self.component,
+            instance=self.instance,
+            when=self.clock(),
         )
         try:
             self.api.create_namespaced_event(self.namespace, body, _request_timeout=self.timeout)
