@@ -36,7 +36,11 @@ SIGNAL_NAMES: tuple[str, ...] = (
     "bioLatencyP99Ms",
     "cpuStealPercent",
     "oomKills",
+    *(f"psi{cls}{res}SomeRate" for cls in ("Online", "Offline") for res in ("Cpu", "Io", "Memory")),
 )
+#: The stall share of the interval of the worst online or offline group (collectors with workload
+#: classes): who suffers and who causes it. In :data:`SIGNAL_NAMES`.
+CLASS_SIGNALS: tuple[str, ...] = SIGNAL_NAMES[-6:]
 
 #: The resource dimension each known signal belongs to unless the rules say otherwise
 #: (``mco rules migrate`` places format-1 rules by it).
@@ -55,6 +59,7 @@ DEFAULT_DIMENSIONS: dict[str, str] = {
     "psiIoFullRate": "io",
     "bioLatencyP99Ms": "io",
     "llcMissRate": "cache",
+    **{f"psi{cls}{res.capitalize()}SomeRate": res for cls in ("Online", "Offline") for res in ("cpu", "io", "memory")},
 }
 
 #: Report API identity.

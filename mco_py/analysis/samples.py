@@ -12,7 +12,7 @@ import re
 import sys
 
 from mco_py.errors import MCOError
-from mco_py.model import Sample
+from mco_py.model import CLASS_SIGNALS, Sample
 
 #: Every reason code a sample can be rejected with (metric label values).
 REJECT_REASONS: tuple[str, ...] = (
@@ -46,6 +46,7 @@ MAX_VALUES: dict[str, float] = {
     "bioLatencyP99Ms": 3_600_000.0,
     "cpuStealPercent": 100.0,
     "oomKills": 1_000_000.0,
+    **dict.fromkeys(CLASS_SIGNALS, 100.0),
 }
 
 _LARGEST = sys.float_info.max

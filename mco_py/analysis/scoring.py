@@ -228,6 +228,24 @@ def _dimensions_text(dimensions: Mapping[str, DimensionScore]) -> str:
     return ", ".join(f"{name} {d.level.value} {d.score:.0f}" for name, d in ranked)
 
 
+_CLASS_PAIRS = tuple(
+    (resource, f"psiOnline{resource.capitalize()}SomeRate", f"psiOffline{resource.capitalize()}SomeRate")
+    for resource in ("cpu", "io", "memory")
+)
+
+
+def _who_line(values: Mapping[str, float]) -> str:
+    """Who suffers and who causes it, from the workload classes' stall shares (collectors with
+    classes), e.g. ``stalled, online / offline: cpu 34 / 61 %, io 0 / 12 %``; empty without them."""
+    parts = []
+    for resource, online, offline in _CLASS_PAIRS:
+        on, off = values.get(online), values.get(offline)
+        if on is None and off is None:
+            continue
+        parts.append(f"{resource} {'-' if on is None else f'{on:.0f}'} / {'-' if off is None else f'{off:.0f}'} %")
+    return f"stalled, online / offline: {', '.join(parts)}" if parts else ""
+
+
 def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
     """Why the node is where it is. None nodes list only signals above warn (keeps the report small)."""
     rules, texts, scorable, rank, score, values, unjudged, absent, changed_at, changed_how, dimensions = why
@@ -248,6 +266,9 @@ def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
             if dimensions:
                 line += f"; dimensions now: {_dimensions_text(dimensions)}"
             out.append(line)
+            who = _who_line(values)
+            if who:
+                out.append(who)
         out += _hot_reasons(values, texts)
         if unjudged:
             out.extend(_unjudged(r, rules) for r in unjudged)

@@ -129,6 +129,23 @@ def test_reason_names_signal_value_threshold_and_dimension() -> None:
     assert "dimensions now: io High 100, cpu Low 40" in change.reasons[0]
 
 
+def test_reasons_say_who_stalls_when_collectors_send_workload_classes() -> None:
+    scorer = Scorer(rules())
+    change = scorer.observe(
+        sample("n1", T0, psiCpuSomeAvg10=70.0, psiOnlineCpuSomeRate=34.4, psiOfflineCpuSomeRate=61.0,
+               psiOfflineIoSomeRate=12.0),
+        T0,
+    )  # fmt: skip
+    assert change is not None
+    assert change.reasons[1] == "stalled, online / offline: cpu 34 / 61 %, io - / 12 %"
+    item = assessment(scorer, "n1", T0)
+    assert item.signals["psiOnlineCpuSomeRate"] == 34.4, "shown in the report, not scored"
+    assert item.dominant == "cpu"
+    calm = Scorer(rules())
+    calm.observe(sample("n2", T0, psiCpuSomeAvg10=1.0, psiOnlineCpuSomeRate=3.0), T0)
+    assert assessment(calm, "n2", T0).reasons == (), "a calm node says nothing"
+
+
 def test_absent_signal_drops_out_and_unknown_when_nothing_scorable() -> None:
     scorer = Scorer(rules())
     scorer.observe(sample("n1", T0, psiIoSomeAvg10=35.0, psiCpuSomeAvg10=None), T0)
