@@ -43,17 +43,19 @@ sys.path.insert(0, str(ROOT))
 from mco_py.collector.cgroups import detect_layout  # noqa: E402
 
 NAME = "mco-bench-guard"
+#: On the disk under test (not a tmpfs): redis's append-only file and stress-ng's files.
+DISK_DIR = Path("/var/tmp/mco-bench-guard")
 WARMUP_S = 3.0
 
 
 class Groups:
-    """``online`` and ``offline`` in the CPU controller's tree and the pressure tree."""
+    """``online`` and ``offline`` in every tree the guard reads or writes: the CPU, memory and
+    blkio controllers' (one on cgroup v2) and the pressure tree."""
 
     def __init__(self) -> None:
         layout = detect_layout(Path("/sys/fs/cgroup"))
-        self.trees = [layout.cpu_root / NAME]
-        if layout.pressure_root is not None and layout.pressure_root != layout.cpu_root:
-            self.trees.append(layout.pressure_root / NAME)
+        roots = (layout.cpu_root, layout.memory_root, layout.io_root, layout.pressure_root)
+        self.trees = [root / NAME for root in dict.fromkeys(r for r in roots if r is not None)]
         for tree in self.trees:
             for cls in ("online", "offline"):
                 (tree / cls).mkdir(parents=True, exist_ok=True)
@@ -78,8 +80,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _drive(port: int, rate: float, seconds: float, connections: int) -> list[float]:
-    """Open-loop PINGs at ``rate``/s for ``seconds``: latencies (s) from each one's due time."""
+async def _drive(port: int, rate: float, seconds: float, connections: int, command: bytes = b"PING") -> list[float]:
+    """Open-loop ``command`` s at ``rate``/s for ``seconds``: latencies (s) from each one's due time."""
     pairs = [await asyncio.open_connection("127.0.0.1", port) for _ in range(connections)]
     latencies: list[float] = []
     queues: list[asyncio.Queue[float]] = [asyncio.Queue() for _ in pairs]
@@ -89,7 +91,7 @@ async def _drive(port: int, rate: float, seconds: float, connections: int) -> li
             when = await due.get()
             if when < 0:
                 return
-            writer.write(b"PING\r\n")
+            writer.write(command + b"\r\n")
             await writer.drain()
             await reader.readuntil(b"\r\n")
             latencies.append(time.monotonic() - when)
@@ -111,15 +113,16 @@ async def _drive(port: int, rate: float, seconds: float, connections: int) -> li
     return latencies
 
 
-def client(groups: Groups, port: int, rate: float, seconds: float) -> list[float]:
+def client(groups: Groups, port: int, rate: float, seconds: float, command: str = "PING") -> list[float]:
     """The load generator, in the online group, as its own process."""
     code = (
         "import asyncio, json, sys; sys.path.insert(0, sys.argv[1]); "
         "from bench.guard.bench_guard import _drive; "
-        "print(json.dumps(asyncio.run(_drive(int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), 16))))"
+        "print(json.dumps(asyncio.run(_drive(int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), 16, "
+        "sys.argv[5].encode()))))"
     )
     out = subprocess.run(
-        [*groups.enter("online"), sys.executable, "-c", code, str(ROOT), str(port), str(rate), str(seconds)],
+        [*groups.enter("online"), sys.executable, "-c", code, str(ROOT), str(port), str(rate), str(seconds), command],
         capture_output=True,
         text=True,
         check=True,
@@ -135,7 +138,12 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def antagonist(groups: Groups, kind: str, seconds: float) -> subprocess.Popen[str]:
-    stressor = {"cpu": ["--cpu", "2"], "cache": ["--cache", "2"]}[kind]
+    stressor = {
+        "cpu": ["--cpu", "2"],
+        "cache": ["--cache", "2"],
+        # direct I/O: cgroup v1 throttles it (buffered writes reach the disk outside the group)
+        "disk": ["--hdd", "2", "--hdd-opts", "direct", "--hdd-bytes", "256m", "--temp-path", str(DISK_DIR)],
+    }[kind]
     return subprocess.Popen(
         [*groups.enter("offline"), "stress-ng", *stressor, "--timeout", f"{int(seconds)}s", "--metrics-brief"],
         stdout=subprocess.PIPE,
@@ -185,8 +193,10 @@ def one_round(
     seconds = args.seconds + WARMUP_S
     protector = guard(groups, workdir) if mode == "guard on" else None
     stress = antagonist(groups, kind, seconds + 1) if mode != "no antagonist" else None
+    # disk rounds: SETs, each fsync'd to redis's append-only file before the reply
+    rate, command = (args.disk_rate, "SET k v") if kind == "disk" else (args.rate, "PING")
     try:
-        latencies = client(groups, port, args.rate, seconds)
+        latencies = client(groups, port, rate, seconds, command)
     finally:
         out = ""
         if stress is not None:
@@ -194,7 +204,7 @@ def one_round(
         if protector is not None:
             protector.send_signal(signal.SIGTERM)
             protector.wait(30)
-    kept = latencies[int(WARMUP_S * args.rate) :]
+    kept = latencies[int(WARMUP_S * rate) :]
     return {
         "p50_ms": percentile(kept, 0.50) * 1e3,
         "p99_ms": percentile(kept, 0.99) * 1e3,
@@ -208,7 +218,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per round (after 3 s warm-up)")
     parser.add_argument("--rate", type=float, default=2000.0, help="online requests per second")
-    parser.add_argument("--antagonists", default="cpu,cache")
+    parser.add_argument("--antagonists", default="cpu,cache", help="any of cpu, cache, disk")
+    parser.add_argument("--disk-rate", type=float, default=500.0, help="online SETs per second in disk rounds")
     args = parser.parse_args()
     for tool in ("redis-server", "stress-ng"):
         if shutil.which(tool) is None:
@@ -219,10 +230,12 @@ def main() -> int:
         return 2
     groups = Groups()
     port = free_port()
+    DISK_DIR.mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen(
-        [*groups.enter("online"), "redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+        [*groups.enter("online"), "redis-server", "--port", str(port), "--save", "", "--appendonly", "yes",
+         "--appendfsync", "always", "--dir", str(DISK_DIR)],  # PINGs never touch the file
         stdout=subprocess.DEVNULL,
-    )
+    )  # fmt: skip
     results: dict[str, list[dict[str, float]]] = {}
     try:
         time.sleep(1.0)
@@ -230,7 +243,8 @@ def main() -> int:
             for kind in args.antagonists.split(","):
                 for r in range(args.rounds):
                     for mode in ("no antagonist", "guard off", "guard on"):
-                        key = "no antagonist" if mode == "no antagonist" else f"{kind}, {mode}"
+                        calm = "no antagonist" if kind != "disk" else "no antagonist, disk (SET)"
+                        key = calm if mode == "no antagonist" else f"{kind}, {mode}"
                         got = one_round(groups, port, args, kind=kind, mode=mode, workdir=Path(tmp))
                         results.setdefault(key, []).append(got)
                         print(
@@ -240,12 +254,13 @@ def main() -> int:
         server.terminate()
         server.wait(10)
         groups.remove()
+        shutil.rmtree(DISK_DIR, ignore_errors=True)
     print(f"\n== medians over rounds ({os.cpu_count()} CPUs, rate {args.rate:g}/s, {args.seconds:g} s per round) ==")
     median = {key: {m: statistics.median(r[m] for r in rounds) for m in rounds[0]} for key, rounds in results.items()}
     for key, values in median.items():
         print(f"{key:22} " + "  ".join(f"{k} {v:9.3f}" for k, v in values.items()))
-    base = median["no antagonist"]["p99_ms"]
     for kind in args.antagonists.split(","):
+        base = median["no antagonist" if kind != "disk" else "no antagonist, disk (SET)"]["p99_ms"]
         on, off = median[f"{kind}, guard on"], median[f"{kind}, guard off"]
         print(
             f"{kind}: p99 guard on / no antagonist = {on['p99_ms'] / base:.2f} (target <= 1.3); "
