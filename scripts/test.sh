@@ -97,7 +97,7 @@ tier() {
     syntax)
       if [ -n "$(playbooks)" ]; then run_tier syntax 180 tier_syntax
       else skip_tier syntax "no playbooks yet"; fi ;;
-    pytest) run_tier pytest 900 pytest -p no:cacheprovider -m "not cluster and not hostile and not run" ;;
+    pytest) run_tier pytest 1200 pytest -p no:cacheprovider -m "not cluster and not hostile and not run" ;;
     # Attacks on a running service, each with a memory, fd and log budget (docs/security.md).
     hostile) run_tier hostile 300 pytest -p no:cacheprovider -m hostile tests/hostile ;;
     # `make run` on this host and the docs' host commands on it, then the runbook's uninstall.
@@ -111,7 +111,7 @@ tier() {
     molecule) run_tier molecule 900 tier_molecule local ;;
     # Booted test nodes (docs/testbed.md); mco-cluster runs every command of the user guide and
     # the runbooks that needs a cluster.
-    molecule-booted) run_tier molecule-booted 3300 tier_molecule booted ;;
+    molecule-booted) run_tier molecule-booted 3900 tier_molecule booted ;;
     *) echo "unknown tier '$1' (known: $ALL_TIERS)"; return 2 ;;
   esac
 }
