@@ -510,13 +510,19 @@ def test_rules_from_the_analyzer_replace_the_configured_ones(tmp_path: Path) -> 
     assert guard.status.rules_from == "analyzer"
 
 
-def test_memory_and_io_are_limited_as_shares_of_their_use_and_given_back(tmp_path: Path) -> None:
+def memory_io_tree(tmp_path: Path, memory: int, io_stat: str) -> tuple[Path, Path]:
+    """A v2 tree whose offline group uses ``memory`` bytes and has read and written as ``io_stat`` says."""
     root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice"])
     off = root / "offline.slice"
-    (off / "memory.current").write_text(f"{400 * 2**20}\n")
+    (off / "memory.current").write_text(f"{memory}\n")
     (off / "memory.high").write_text("max\n")
     (off / "io.max").write_text("")
-    (off / "io.stat").write_text("254:0 rbytes=0 wbytes=0 rios=0 wios=0 dbytes=0 dios=0\n")
+    (off / "io.stat").write_text(io_stat)
+    return root, off
+
+
+def test_memory_and_io_are_limited_as_shares_of_their_use_and_given_back(tmp_path: Path) -> None:
+    root, off = memory_io_tree(tmp_path, 400 * 2**20, "254:0 rbytes=0 wbytes=0 rios=0 wios=0 dbytes=0 dios=0\n")
     clock = Clock()
     guard = Guard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
                   mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock)  # fmt: skip
@@ -549,12 +555,7 @@ def test_memory_and_io_are_limited_as_shares_of_their_use_and_given_back(tmp_pat
 
 
 def test_a_killed_guards_io_and_memory_limits_go_at_the_next_start(tmp_path: Path) -> None:
-    root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice"])
-    off = root / "offline.slice"
-    (off / "memory.current").write_text(f"{64 * 2**20}\n")
-    (off / "memory.high").write_text("max\n")
-    (off / "io.max").write_text("")
-    (off / "io.stat").write_text("8:0 rbytes=0 wbytes=0\n")
+    root, off = memory_io_tree(tmp_path, 64 * 2**20, "8:0 rbytes=0 wbytes=0\n")
     clock = Clock()
     args = {"online": ["online.slice"], "offline": ["offline.slice"], "rules": GuardRules(), "mode": "on",
             "journal_path": tmp_path / "j.json", "cpus": 2, "clock": clock}  # fmt: skip
