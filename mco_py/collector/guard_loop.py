@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mco_py.analysis.guard import Action, GuardChange, GuardRules, GuardState, decide
+from mco_py.analysis.guard import Action, GuardChange, GuardRules, GuardState, change_text, decide
 from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter
 from mco_py.collector.exporter import Family
 from mco_py.collector.mem_io import IoKnob, MemoryKnob, Write
@@ -150,26 +150,15 @@ class Guard:
         view = self.groups.snapshot()
         self.online, self.offline = list(view.online), list(view.offline)
         self._from_pods = view.from_pods
-        pressures = [self.meter.share(g, "cpu") for g in self.online]
-        known = [p for p in pressures if p is not None]
-        pressure = max(known) if known else None
-        previous = self.state.limit
         with self._lock:
             rules = self.rules
-        self.state, action = decide(self.state, pressure, rules) if self.cpu_on else (self.state, Action.HOLD)
-        if action is not Action.HOLD:
-            self._record(GuardChange(self.node, self._wall_clock(), action, previous, self.state.limit, pressure,
-                                     self.cpus, self.mode == "dry-run"))  # fmt: skip
-            cores = None if self.state.limit is None else self.state.limit * self.cpus
-            log.info(
-                "%s%s offline CPU: %s (online CPU pressure %s)",
-                "dry-run: would " if self.mode == "dry-run" else "",
-                action.value,
-                "unlimited" if cores is None else f"{cores:.2f} of {self.cpus} CPUs",
-                "unknown" if pressure is None else f"{pressure:.1f} %",
-                extra={"action": action.value, "limit_before": previous, "limit": self.state.limit},
-            )
-        knob_actions = [self._decide_knob(resource, rules) for resource in self.knobs]
+        pressure, action = None, Action.HOLD
+        if self.cpu_on:
+            self.state, action, pressure = self._decide("cpu", self.state, rules)
+        knob_actions = []
+        for resource in self.knobs:
+            self.states[resource], knob_action, _ = self._decide(resource, self.states[resource], rules)
+            knob_actions.append(knob_action)
         errors = self.status.write_errors
         if self.mode == "on":
             self._release_left(view)
@@ -193,26 +182,20 @@ class Guard:
                     self.status.knob_actions[key] = self.status.knob_actions.get(key, 0) + 1
         return action
 
-    def _decide_knob(self, resource: str, rules: GuardRules) -> Action:
-        """The memory or I/O limit's next state, from the online groups' pressure on that resource."""
+    def _decide(self, resource: str, state: GuardState, rules: GuardRules) -> tuple[GuardState, Action, float | None]:
+        """One resource's next state from the worst online group's stall share on it; a change is
+        recorded (for the analyzer's Event) and logged in the Event's words."""
         known = [p for g in self.online if (p := self.meter.share(g, resource)) is not None]
         pressure = max(known) if known else None
-        previous = self.states[resource].limit
-        self.states[resource], action = decide(self.states[resource], pressure, rules)
+        new, action = decide(state, pressure, rules)
         if action is not Action.HOLD:
-            self._record(GuardChange(self.node, self._wall_clock(), action, previous, self.states[resource].limit,
-                                     pressure, self.cpus, self.mode == "dry-run", resource))  # fmt: skip
-            log.info(
-                "%s%s offline %s: %s of their use (online %s pressure %s)",
-                "dry-run: would " if self.mode == "dry-run" else "",
-                action.value,
-                resource,
-                "unlimited" if self.states[resource].limit is None else f"{self.states[resource].limit:.0%}",
-                resource,
-                "unknown" if pressure is None else f"{pressure:.1f} %",
-                extra={"action": action.value, "resource": resource, "limit": self.states[resource].limit},
-            )
-        return action
+            change = GuardChange(self.node, self._wall_clock(), action, state.limit, new.limit, pressure, self.cpus,
+                                 self.mode == "dry-run", resource)  # fmt: skip
+            self._record(change)
+            log.info("%s", change_text(change)[1],
+                     extra={"action": action.value, "resource": resource, "limit_before": state.limit,
+                            "limit": new.limit})  # fmt: skip
+        return new, action, pressure
 
     def _apply_knob(self, resource: str) -> None:
         """Limit (or give back) every offline group's memory or I/O to the state's share of its baseline."""
@@ -234,9 +217,6 @@ class Guard:
         for group in self.offline:
             try:
                 self._limit_group(knob, group, share)
-            except FileNotFoundError as exc:
-                if group not in self._from_pods:  # a pod's cgroup may not be there yet, or any more
-                    self._write_failed(group, resource, exc)
             except (OSError, ValueError, Unavailable) as exc:
                 self._write_failed(group, resource, exc)
 
@@ -246,9 +226,6 @@ class Guard:
                 for write in knob.accounting_writes(group):
                     self._write_line(knob, group, write)
                 knob.observe(group)
-            except FileNotFoundError as exc:
-                if group not in self._from_pods:
-                    self._write_failed(group, "io", exc)
             except (OSError, ValueError) as exc:
                 self._write_failed(group, "io", exc)
         knob.forget(set(self.offline))
@@ -342,14 +319,13 @@ class Guard:
             self.journal.remember(group, name)
             self.limits.write_raw(group, wanted, name)
             self._written[group, name] = wanted
-        except FileNotFoundError as exc:
-            if group in self._from_pods:
-                return  # the pod's cgroup is not there yet, or not any more
-            self._write_failed(group, name, exc)
         except (OSError, ValueError, Unavailable) as exc:
             self._write_failed(group, name, exc)
 
     def _write_failed(self, group: str, name: str, exc: Exception) -> None:
+        """Count and log a failed write; a pod's cgroup that is not there (yet, or any more) is no failure."""
+        if isinstance(exc, FileNotFoundError) and group in self._from_pods:
+            return
         with self._lock:
             self.status.write_errors += 1
         log.warning("cannot set %s of offline group %s: %s", name, group, exc, extra={"group": group})
