@@ -159,7 +159,7 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         """Each guard change of one of the stream's own nodes, as an Event (at most 64 a batch)."""
         if self.post_change is None:
             return
-        for msg in list(actions)[:64]:
+        for msg in list(actions)[: codec.MAX_GUARD_ACTIONS]:
             try:
                 change = codec.guard_change_from_proto(msg)
             except ValueError as exc:

@@ -33,13 +33,10 @@ from mco_py.errors import ConfigError
 from mco_py.obs.logging import OnceFilter
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
-from mco_py.rpc.codec import guard_change_to_proto, guard_rules_from_proto, workloads_from_proto
+from mco_py.rpc.codec import MAX_GUARD_ACTIONS, guard_change_to_proto, guard_rules_from_proto, workloads_from_proto
 
 if TYPE_CHECKING:
     from mco_py.collector.guard_loop import Guard
-
-#: Guard changes one batch carries at most (the analyzer posts one Event each).
-MAX_ACTIONS_PER_BATCH = 64
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +139,7 @@ class AnalyzerStream:
     ) -> None:
         self.target = target
         self._on_guard = on_guard
-        self._changes: collections.deque[pb.GuardAction] = collections.deque(maxlen=MAX_ACTIONS_PER_BATCH)
+        self._changes: collections.deque[pb.GuardAction] = collections.deque(maxlen=MAX_GUARD_ACTIONS)
         self._config = config
         self._collector_id = collector_id
         self._on_set_interval = on_set_interval

@@ -220,6 +220,10 @@ def set_interval(interval_ms: int) -> pb.Control:
     return pb.Control(set_interval=pb.SetInterval(interval_ms=interval_ms))
 
 
+#: Guard changes one batch carries at most; the analyzer posts one Event each and ignores the rest.
+MAX_GUARD_ACTIONS = 64
+
+
 def guard_rules_to_proto(rules: GuardRules) -> pb.Control:
     """The node guard's rules of the detection rules in force, for every collector."""
     return pb.Control(
