@@ -58,7 +58,7 @@ tier_syntax() {
 }
 
 tier_cluster() {
-  python -m tests.cluster.build && pytest -p no:cacheprovider -m cluster tests/cluster_tests
+  python -m tests.cluster.build && pytest -p no:cacheprovider --durations=20 -m cluster tests/cluster_tests
 }
 
 can_boot() {  # booted test nodes need root, systemd-nspawn and network namespaces
@@ -97,12 +97,12 @@ tier() {
     syntax)
       if [ -n "$(playbooks)" ]; then run_tier syntax 180 tier_syntax
       else skip_tier syntax "no playbooks yet"; fi ;;
-    pytest) run_tier pytest 1200 pytest -p no:cacheprovider -m "not cluster and not hostile and not run" ;;
+    pytest) run_tier pytest 1200 pytest -p no:cacheprovider --durations=20 -m "not cluster and not hostile and not run" ;;
     # Attacks on a running service, each with a memory, fd and log budget (docs/security.md).
     hostile) run_tier hostile 300 pytest -p no:cacheprovider -m hostile tests/hostile ;;
     # `make run` on this host and the docs' host commands on it, then the runbook's uninstall.
     run)
-      if [ "$(id -u)" -eq 0 ]; then run_tier run 600 pytest -p no:cacheprovider -m run tests/run
+      if [ "$(id -u)" -eq 0 ]; then run_tier run 600 pytest -p no:cacheprovider --durations=10 -m run tests/run
       else skip_tier run "make run deploys to this host and needs root"; fi ;;
     # The real control plane: built from tests/cluster/go.mod on first use (about 7 minutes on
     # 2 cores, then cached outside the clone), then the tests that run MCO against it.
@@ -119,11 +119,33 @@ tier() {
 for t in $TIERS; do  # refuse a typo before anything runs
   case " $ALL_TIERS " in *" $t "*) ;; *) echo "unknown tier '$t' (known: $ALL_TIERS)"; exit 2 ;; esac
 done
+# What the tiers share and a fresh machine must build first, before the lanes split (a
+# scenario waiting on a server would otherwise time out while the other lane compiles it):
+# the real control plane for cluster, molecule and the booted scenarios, and the node image.
+wants() { for w in "$@"; do case " $TIERS " in *" $w "*) return 0 ;; esac; done; return 1; }
+tier_build() {
+  local rc=0 image=""
+  if wants molecule-booted && can_boot; then
+    python -m testbed image > "$LOGS/build-image.log" 2>&1 &
+    image=$!
+  fi
+  if wants cluster molecule molecule-booted; then python -m tests.cluster.build || rc=1; fi
+  if [ -n "$image" ]; then
+    wait "$image" || { echo "node image build FAILED:"; rc=1; }
+    cat "$LOGS/build-image.log"
+  fi
+  return $rc
+}
+began=$SECONDS
+if wants cluster molecule molecule-booted; then
+  # cold: about 7 min for the Go binaries (2 cores) beside the debootstrap image; warm: seconds
+  run_tier build 1800 tier_build
+fi
+
 lane1=(); lane2=()
 for t in $TIERS; do
   case " $LANE2 " in *" $t "*) lane2+=("$t") ;; *) lane1+=("$t") ;; esac
 done
-began=$SECONDS
 if [ "$JOBS" -ge 2 ] && [ ${#lane1[@]} -gt 0 ] && [ ${#lane2[@]} -gt 0 ]; then
   ( for t in "${lane2[@]}"; do tier "$t"; done ) &
   lane2_pid=$!
@@ -137,7 +159,7 @@ fi
 
 printf '\n===== summary (%ss) =====\n' $((SECONDS - began))
 passed=0; failed=0; skipped=0
-for name in $TIERS; do
+for name in $([ -f "$LOGS/build.result" ] && echo build) $TIERS; do
   status="FAILED (no result: see $LOGS/$name.log)"; used=0
   [ -f "$LOGS/$name.result" ] && IFS=$'\t' read -r status used < "$LOGS/$name.result"
   printf '  %-13s %5ss  %s\n' "$name" "$used" "$status"
