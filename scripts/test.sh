@@ -10,10 +10,10 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
 ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax pytest hostile run cluster molecule molecule-booted"
-TIERS=${TIERS:-$ALL_TIERS}
+export TIERS=${TIERS:-$ALL_TIERS}  # exported: tiers that are shell functions run in a child bash
 LANE2="molecule-booted"
 JOBS=${MCO_TEST_JOBS:-2}
-LOGS="$PWD/.run/test-logs"
+export LOGS="$PWD/.run/test-logs"
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 LIVE=$([ "$JOBS" -lt 2 ] && echo 1 || echo 0)
 
