@@ -65,6 +65,13 @@ can_boot() {  # booted test nodes need root, systemd-nspawn and network namespac
   [ "$(id -u)" -eq 0 ] && command -v systemd-nspawn >/dev/null && command -v debootstrap >/dev/null && ip netns list >/dev/null 2>&1
 }
 
+stamp() {  # molecule's step lines (`scenario ➜ step: ...`) with the seconds since the scenario began
+  local start=$SECONDS line
+  while IFS= read -r line; do
+    case $line in *➜*) printf '[%4ss] %s\n' $((SECONDS - start)) "$line" ;; *) printf '%s\n' "$line" ;; esac
+  done
+}
+
 tier_molecule() {  # booted|local: the scenarios on booted test nodes, or the others
   local rc=0 dir scenario kind
   for dir in molecule/*/; do
@@ -79,7 +86,10 @@ tier_molecule() {  # booted|local: the scenarios on booted test nodes, or the ot
     echo "--- molecule test -s $scenario"
     # Over budget, `timeout` sends TERM: still run the scenario's destroy (booted nodes outlive molecule).
     trap 'molecule destroy -s "$scenario" >/dev/null 2>&1; exit 124' TERM
-    molecule test -s "$scenario" || { echo "molecule scenario $scenario FAILED"; rc=1; }
+    local began=$SECONDS
+    molecule test -s "$scenario" 2>&1 | stamp
+    if [ "${PIPESTATUS[0]}" -eq 0 ]; then echo "--- molecule $scenario passed in $((SECONDS - began))s"
+    else echo "molecule scenario $scenario FAILED (after $((SECONDS - began))s)"; rc=1; fi
     trap - TERM
   done
   return $rc

@@ -105,6 +105,8 @@ def test_an_installed_collection_runs_the_site_playbook_without_a_checkout(tarba
             "--check",
             "-e",
             f"mco_common_install_dir={tmp_path / 'opt-mco'}",
+            "-e",  # a new controller too: no CA, keys or certificates yet
+            f"mco_pki_dir={tmp_path / 'pki'}",
         ],
         cwd=tmp_path,  # no ansible.cfg, no repository: only the installed collection
         env=env,
@@ -114,6 +116,9 @@ def test_an_installed_collection_runs_the_site_playbook_without_a_checkout(tarba
         check=False,
     )
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-2000:]
+    # check mode writes nothing: it says which certificates a real run would issue
+    assert not (tmp_path / "pki").exists()
+    assert "Would issue localhost's collector key and certificate" in run.stdout
     roles = str(installed / "ansible_collections" / "manycore" / "mco" / "roles")
     assert roles in run.stdout or "manycore.mco.mco_common" in run.stdout
     # the wheelhouse comes from the collection, not from a build of a source tree
