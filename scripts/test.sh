@@ -67,7 +67,7 @@ can_boot() {  # booted test nodes need root, systemd-nspawn and network namespac
 
 stamp() {  # molecule's step lines (`scenario ➜ step: ...`) with the seconds since the scenario began
   local start=$SECONDS line
-  while IFS= read -r line; do
+  while IFS= read -r line || [ -n "$line" ]; do
     case $line in *➜*) printf '[%4ss] %s\n' $((SECONDS - start)) "$line" ;; *) printf '%s\n' "$line" ;; esac
   done
 }
@@ -114,7 +114,7 @@ tier() {
     run)
       if [ "$(id -u)" -eq 0 ]; then run_tier run 600 pytest -p no:cacheprovider --durations=10 -m run tests/run
       else skip_tier run "make run deploys to this host and needs root"; fi ;;
-    # The real control plane: built from tests/cluster/go.mod on first use (about 7 minutes on
+    # The real control plane: built from tests/cluster/go.mod on first use (9-13 minutes on
     # 2 cores, then cached outside the clone), then the tests that run MCO against it.
     cluster) run_tier cluster 1500 tier_cluster ;;
     # Scenarios against a real API server on loopback (each starts one with tests.cluster).
@@ -147,8 +147,10 @@ tier_build() {
   return $rc
 }
 began=$SECONDS
+# stopped from outside: stop the running tiers too (`timeout` passes TERM on; molecule destroys)
+trap '[ -n "${lane2_pid:-}" ] && pkill -TERM -P "$lane2_pid"; pkill -TERM -P $$; wait; exit 130' INT TERM
 if wants cluster molecule molecule-booted; then
-  # cold: about 7 min for the Go binaries (2 cores) beside the debootstrap image; warm: seconds
+  # cold: 9-13 min for the Go binaries (2 cores) beside the debootstrap image; warm: seconds
   run_tier build 1800 tier_build
 fi
 
@@ -159,8 +161,6 @@ done
 if [ "$JOBS" -ge 2 ] && [ ${#lane1[@]} -gt 0 ] && [ ${#lane2[@]} -gt 0 ]; then
   ( for t in "${lane2[@]}"; do tier "$t"; done ) &
   lane2_pid=$!
-  # stopped from outside: stop the other lane's tier too (`timeout` passes TERM on; molecule destroys)
-  trap 'pkill -TERM -P "$lane2_pid"; wait; exit 130' INT TERM
   for t in "${lane1[@]}"; do tier "$t"; done
   wait "$lane2_pid"
 else

@@ -102,3 +102,24 @@ def test_an_operator_ca_must_come_with_its_key(tmp_path: Path) -> None:
     out, counts = play(tmp_path, "-e", f"mco_pki_ca_cert={tmp_path / 'ca.pem'}")
     assert counts.get("failed") == 1, out
     assert "set both mco_pki_ca_cert and mco_pki_ca_key" in out
+
+
+@pytest.mark.timeout(600)
+def test_check_mode_says_what_it_would_issue_and_writes_nothing(tmp_path: Path) -> None:
+    # a new controller: no CA, no keys
+    out, counts = play(tmp_path, "--check")
+    assert counts.get("failed") == 0, out
+    assert not (tmp_path / "pki").exists()
+    assert "Would issue localhost's collector key and certificate" in out
+    assert re.search(r"analyzer key and certificate in \S+\s+on the controller\s+\(and the CA\)", out), out
+    # the CA and the collector's certificate issued; the analyzer's key gone (a new component)
+    assert play(tmp_path)[1].get("failed") == 0
+    pki = tmp_path / "pki"
+    (pki / "localhost-analyzer-key.pem").unlink()
+    before = {p.name: p.read_bytes() for p in pki.iterdir()}
+    out, counts = play(tmp_path, "--check")
+    assert counts.get("failed") == 0, out
+    assert "Would issue localhost's analyzer key and certificate" in out
+    assert "Would issue localhost's collector" not in out  # issued: predicted by the crypto modules
+    assert "(and the CA)" not in out
+    assert {p.name: p.read_bytes() for p in pki.iterdir()} == before
