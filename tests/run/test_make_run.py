@@ -155,3 +155,20 @@ def test_the_rules_tools_work_on_a_rules_file(deployed: None, tmp_path: Path) ->
     (migrate,) = select(RUNBOOKS, "Troubleshoot", r"^mco rules migrate")
     assert "valid" in sh(validate, cwd=tmp_path)
     assert "version" in sh(migrate, cwd=tmp_path)
+
+
+def _supervised_pids() -> dict[str, str]:
+    (status,) = select(GUIDE, "Try it on one machine (standalone)", r"^supervisorctl ")
+    out = subprocess.run(["bash", "-c", status], capture_output=True, text=True, check=False).stdout
+    return {m[1]: m[2] for m in re.finditer(r"^(mco-\S+)\s+RUNNING\s+pid (\d+)", out, re.M)}
+
+
+def test_a_new_mco_py_restarts_every_program(deployed: None) -> None:
+    """An upgrade's new package restarts all three programs, the extender (set up last) too."""
+    before = _supervised_pids()
+    assert sorted(before) == ["mco-analyzer", "mco-collector", "mco-extender"], before
+    Path("/opt/mco/wheelhouse.tar").unlink()  # the next run copies it again and reinstalls mco_py
+    sh("ansible-playbook -i inventory/local.yml playbooks/mco.yml")  # MCO's part of make run's site.yml
+    after = _supervised_pids()
+    assert sorted(after) == sorted(before), after
+    assert not {name for name in before if after[name] == before[name]}, f"not restarted: {before} -> {after}"
