@@ -14,15 +14,6 @@ export TIERS=${TIERS:-$ALL_TIERS}  # exported: tiers that are shell functions ru
 LANE2="ansible-lint syntax molecule-booted"  # about as long as the rest, since Mitogen runs mco-cluster
 JOBS=${MCO_TEST_JOBS:-2}
 export LOGS="$PWD/.run/test-logs"
-# Mitogen's strategy runs the playbooks that make the whole site again and again: the cluster
-# tier's and the docs' commands in mco-cluster (its group_vars read this). The same tasks and
-# results in about half the time and CPU; everything else runs plain Ansible, the engine
-# operators use (docs/development.md, "Two Ansible engines"). MCO_TEST_MITOGEN=0: plain only.
-MCO_TEST_MITOGEN_PLUGINS=""
-if [ "${MCO_TEST_MITOGEN:-1}" != 0 ]; then
-  MCO_TEST_MITOGEN_PLUGINS="$(python -c 'import ansible_mitogen, os; print(os.path.dirname(ansible_mitogen.__file__))')/plugins/strategy" || exit 2
-fi
-export MCO_TEST_MITOGEN_PLUGINS
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 LIVE=$([ "$JOBS" -lt 2 ] && echo 1 || echo 0)
 
@@ -139,10 +130,23 @@ tier() {
 for t in $TIERS; do  # refuse a typo before anything runs
   case " $ALL_TIERS " in *" $t "*) ;; *) echo "unknown tier '$t' (known: $ALL_TIERS)"; exit 2 ;; esac
 done
+wants() { for w in "$@"; do case " $TIERS " in *" $w "*) return 0 ;; esac; done; return 1; }
+# Mitogen's strategy runs the playbook runs that dominate the suite's time: the cluster tier's
+# and the docs' commands in mco-cluster (its group_vars read this variable). The same tasks and
+# results in about half the time and CPU; everything else runs plain Ansible, the engine
+# operators use (docs/development.md, "Two Ansible engines"). MCO_TEST_MITOGEN=0: plain only.
+MCO_TEST_MITOGEN_PLUGINS=""
+if [ "${MCO_TEST_MITOGEN:-1}" != 0 ] && wants cluster molecule-booted; then
+  if ! mitogen=$(python -c 'import ansible_mitogen, os; print(os.path.dirname(ansible_mitogen.__file__))' 2>&1); then
+    echo "mitogen (requirements/dev.txt) is not importable: run make setup, or MCO_TEST_MITOGEN=0 for plain Ansible: $mitogen"
+    exit 2
+  fi
+  MCO_TEST_MITOGEN_PLUGINS=$mitogen/plugins/strategy
+fi
+export MCO_TEST_MITOGEN_PLUGINS
 # What the tiers share and a fresh machine must build first, before the lanes split (a
 # scenario waiting on a server would otherwise time out while the other lane compiles it):
 # the real control plane for cluster, molecule and the booted scenarios, and the node image.
-wants() { for w in "$@"; do case " $TIERS " in *" $w "*) return 0 ;; esac; done; return 1; }
 tier_build() {
   local rc=0 image=""
   if wants molecule-booted && can_boot; then
