@@ -1,19 +1,16 @@
 """Shared plain-data types: signals, samples, levels, assessments and the report.
 
-Everything here is pure (no I/O). The report document built by
-:func:`report_to_status` is the ``status`` of the ``NodeInterferenceReport`` CR
-and, in standalone mode, the body of the report file; its shape is fixed by the
-CRD schema in ``mco_py/data/crds/nodeinterferencereports.yaml``.
+Everything here is pure (no I/O). The report as a document (the ``status`` of the
+``NodeInterferenceReport`` CR, the standalone report file) is :mod:`mco_py.report.document`.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from mco_py.errors import ReportError
 
@@ -187,22 +184,6 @@ class Report:
         return None
 
 
-def format_time(ts: float) -> str:
-    """RFC 3339 UTC with millisecond precision, e.g. ``2026-11-29T22:00:00.123Z``."""
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(text: str) -> float:
-    """Parse an RFC 3339 timestamp into seconds since the epoch."""
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except (ValueError, AttributeError) as exc:
-        raise ReportError(f"invalid RFC 3339 time {text!r}") from exc
-    if parsed.tzinfo is None:
-        raise ReportError(f"time {text!r} has no time zone; use RFC 3339 with Z or an offset")
-    return parsed.timestamp()
-
-
 ROUNDER = 6755399441055744.0
 """1.5 * 2**52: ``(x + ROUNDER) - ROUNDER`` is ``x`` rounded to an integer, half to even (as
 ``round(x)``), for ``|x| < ROUND_LIMIT``: the sum lies in [2**52, 2**53), where doubles are
@@ -227,111 +208,57 @@ def round_to(value: float, scale: float) -> float:
         return value
 
 
-def assessment_to_dict(item: NodeAssessment) -> dict[str, Any]:
-    """One ``status.nodes[]`` entry: scores to 2 decimals, signals to 4, non-finite signals left out."""
-    out: dict[str, Any] = {"name": item.name, "level": item.level.value, "score": round_to(item.score, 100.0)}
-    if item.dominant:
-        out["dominant"] = item.dominant
-    if item.dimensions:
-        out["dimensions"] = dimensions_to_dict(item.dimensions)
-    if item.signals:
-        out["signals"] = {k: round_to(v, 1e4) for k, v in item.signals.items() if math.isfinite(v)}
-    if item.last_sample_time is not None:
-        out["lastSampleTime"] = format_time(item.last_sample_time)
-    out["reasons"] = list(item.reasons)
-    return out
+_MAX_CACHED_SECOND = 253402300799  # 9999-12-31T23:59:59Z
+_SECONDS: dict[int, str] = {}
+"""Formatted whole seconds; cleared when it grows past a few hours' worth."""
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
 
 
-def dimensions_to_dict(dimensions: Mapping[str, DimensionScore]) -> dict[str, dict[str, Any]]:
-    """``{"cpu": {"level": "High", "score": 87.5}, ...}`` (scores to 2 decimals)."""
-    return {name: {"level": d.level.value, "score": round_to(d.score, 100.0)} for name, d in dimensions.items()}
+def _second(whole: int) -> str:
+    text = _SECONDS.get(whole)
+    if text is None:
+        if len(_SECONDS) >= 16384:
+            _SECONDS.clear()
+        text = _SECONDS[whole] = datetime.fromtimestamp(whole, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return text
 
 
-def _dimensions(raw: object, where: str) -> Mapping[str, DimensionScore]:
-    if raw is None:
-        return NO_DIMENSIONS
-    if not isinstance(raw, Mapping):
-        raise ReportError(f"{where}: expected an object of dimension name -> {{level, score}}")
-    out: dict[str, DimensionScore] = {}
-    for name, body in raw.items():
-        if not isinstance(body, Mapping):
-            raise ReportError(f"{where}.{name}: expected an object with level and score")
-        try:
-            level = Level.parse(str(body.get("level")))
-        except ValueError as exc:
-            raise ReportError(f"{where}.{name}.level: {exc}") from exc
-        out[str(name)] = DimensionScore(level, _number(body.get("score", 0.0), f"{where}.{name}.score"))
-    return out
+def format_time(ts: float) -> str:
+    """RFC 3339 UTC with millisecond precision, e.g. ``2026-11-29T22:00:00.123Z``.
+
+    The report formats one time per node and report: whole seconds come from a cache, the
+    milliseconds from a table. Equal to ``datetime.fromtimestamp(ts, UTC).isoformat(timespec=
+    "milliseconds")`` (microseconds rounded half to even, then truncated; a property test
+    holds the two equal).
+    """
+    if not 0 <= ts < _MAX_CACHED_SECOND:
+        return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    whole = int(ts)
+    micros = int((ts - whole) * 1e6 + ROUNDER - ROUNDER)  # round() half to even; ts - whole is exact for 0 <= ts
+    if micros >= 1_000_000:
+        whole += 1
+        micros -= 1_000_000
+    return (_SECONDS.get(whole) or _second(whole)) + _MILLIS[micros // 1000]
 
 
-def report_to_status(report: Report) -> dict[str, Any]:
-    """The report as the CR ``status`` (and standalone file) document."""
-    summary = {"nodes": len(report.nodes), "detailDropped": report.detail_dropped}
-    for level in Level:
-        summary[level.value.lower()] = 0
-    for item in report.nodes:
-        summary[item.level.value.lower()] += 1
-    return {
-        "lastUpdateTime": format_time(report.last_update_time),
-        "analyzer": {"identity": report.analyzer_identity, "rulesVersion": report.rules_version},
-        "summary": summary,
-        "nodes": [assessment_to_dict(n) for n in report.nodes],
-    }
-
-
-def _number(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ReportError(f"{where}: expected a number, got {type(value).__name__}")
-    return float(value)
-
-
-def report_from_status(status: Mapping[str, Any]) -> Report:
-    """Decode a ``status`` document; raises :class:`ReportError` naming the bad field."""
-    if not isinstance(status, Mapping):
-        raise ReportError("status: expected an object")
+def parse_time(text: str) -> float:
+    """Parse an RFC 3339 timestamp into seconds since the epoch."""
     try:
-        updated = parse_time(status["lastUpdateTime"])
-        analyzer = status.get("analyzer") or {}
-        nodes_raw = status.get("nodes") or []
-    except KeyError as exc:
-        raise ReportError(f"status.{exc.args[0]} is required") from exc
-    if not isinstance(nodes_raw, Sequence) or isinstance(nodes_raw, str | bytes):
-        raise ReportError("status.nodes: expected a list")
-    nodes: list[NodeAssessment] = []
-    for i, raw in enumerate(nodes_raw):
-        where = f"status.nodes[{i}]"
-        if not isinstance(raw, Mapping):
-            raise ReportError(f"{where}: expected an object")
-        try:
-            name = str(raw["name"])
-            level = Level.parse(str(raw["level"]))
-        except KeyError as exc:
-            raise ReportError(f"{where}.{exc.args[0]} is required") from exc
-        except ValueError as exc:
-            raise ReportError(f"{where}.level: {exc}") from exc
-        signals_raw = raw.get("signals") or {}
-        if not isinstance(signals_raw, Mapping):
-            raise ReportError(f"{where}.signals: expected an object")
-        signals = {str(k): _number(v, f"{where}.signals.{k}") for k, v in signals_raw.items()}
-        sample_time = raw.get("lastSampleTime")
-        nodes.append(
-            NodeAssessment(
-                name=name,
-                level=level,
-                score=_number(raw.get("score", 0.0), f"{where}.score"),
-                signals=signals,
-                last_sample_time=parse_time(sample_time) if sample_time else None,
-                reasons=tuple(str(r) for r in raw.get("reasons") or ()),
-                dominant=str(raw.get("dominant") or ""),
-                dimensions=_dimensions(raw.get("dimensions"), f"{where}.dimensions"),
-            )
-        )
-    return Report(
-        last_update_time=updated,
-        analyzer_identity=str(analyzer.get("identity", "")) if isinstance(analyzer, Mapping) else "",
-        rules_version=str(analyzer.get("rulesVersion", "")) if isinstance(analyzer, Mapping) else "",
-        nodes=tuple(nodes),
-        detail_dropped=int(
-            _number((status.get("summary") or {}).get("detailDropped", 0), "status.summary.detailDropped")
-        ),
-    )
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except (ValueError, AttributeError) as exc:
+        raise ReportError(f"invalid RFC 3339 time {text!r}") from exc
+    if parsed.tzinfo is None:
+        raise ReportError(f"time {text!r} has no time zone; use RFC 3339 with Z or an offset")
+    return parsed.timestamp()
+
+
+_SCALED_LIMIT = ROUND_LIMIT / 1e4
+
+
+def round_signals(signals: Mapping[str, float]) -> dict[str, float]:
+    """``{name: round_to(value, 1e4)}`` of the finite values: the signals as the report shows them."""
+    # every |value| * 1e4 below ROUND_LIMIT (a sum of magnitudes bounds each; NaN and inf fail it)
+    if sum(map(abs, signals.values())) < _SCALED_LIMIT:
+        return {k: (v * 1e4 + ROUNDER - ROUNDER) / 1e4 for k, v in signals.items()}
+    isfinite = math.isfinite
+    return {k: round_to(v, 1e4) for k, v in signals.items() if isfinite(v)}

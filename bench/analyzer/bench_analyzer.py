@@ -23,12 +23,14 @@ import msgspec
 from kubernetes import client as kube_client
 from prometheus_client import CollectorRegistry
 
-from mco_py.analysis.report_size import DEFAULT_STATUS_BUDGET, ETCD_REQUEST_LIMIT, encoded_size, fit_report
 from mco_py.analysis.rules import default_rules
 from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.service import create_server
-from mco_py.model import Report, Sample, SignalReading, assessment_to_dict, report_to_status
+from mco_py.model import Report, Sample, SignalReading
+from mco_py.report.builder import ReportBuilder
+from mco_py.report.document import encoded_size, entry, report_of
+from mco_py.report.size import DEFAULT_STATUS_BUDGET, ETCD_REQUEST_LIMIT
 from mco_py.rpc import codec
 from mco_py.store.file import status_document
 
@@ -193,7 +195,7 @@ def bench_report(nodes: int, repeats: int = 5, *, fresh: bool = False) -> dict[s
             built = engine.build_report()
             b = time.perf_counter()
             # as the file store writes it (the writer passes only the status, as here)
-            data = msgspec.json.encode(status_document(built.status or report_to_status(built.report)))
+            data = msgspec.json.encode(status_document(built.status))
             c = time.perf_counter()
             fitted = built  # as the report loop: the previous report is released after the write
             cpu.append(time.process_time() - p0)
@@ -215,19 +217,18 @@ def bench_report(nodes: int, repeats: int = 5, *, fresh: bool = False) -> dict[s
         out[f"{label}_interval_cpu_ms"] = 1000 * sorted(interval)[len(interval) // 2]
         if client_ms:
             out["cluster_client_encode_ms"] = 1000 * sorted(client_ms)[len(client_ms) // 2]
-        out[f"{label}_detail_dropped"] = fitted.report.detail_dropped
+        out[f"{label}_detail_dropped"] = fitted.detail_dropped
         out[f"{label}_nodes_dropped"] = len(fitted.nodes_dropped)
     return out
 
 
 def entry_sizes(report: Report) -> tuple[float, float, float]:
     """Mean encoded bytes per node entry: full None, full High, bare."""
-    from mco_py.analysis.status import bare_entry
     from mco_py.model import Level
 
-    none = [encoded_size(assessment_to_dict(n)) for n in report.nodes if n.level is Level.NONE]
-    high = [encoded_size(assessment_to_dict(n)) for n in report.nodes if n.level is Level.HIGH]
-    bare = [encoded_size(bare_entry(n)) for n in report.nodes]
+    none = [encoded_size(entry(n)) for n in report.nodes if n.level is Level.NONE]
+    high = [encoded_size(entry(n)) for n in report.nodes if n.level is Level.HIGH]
+    bare = [encoded_size(entry(n, detail=False)) for n in report.nodes]
     return (sum(none) / max(1, len(none)), sum(high) / max(1, len(high)), sum(bare) / len(bare))
 
 
@@ -235,16 +236,17 @@ def bench_size(counts: list[int]) -> list[dict[str, float]]:
     rows = []
     for n in counts:
         engine = populated(n, budget=None)
-        report = engine.build_report().report
-        full = encoded_size(report_to_status(report))
-        fitted = fit_report(report, DEFAULT_STATUS_BUDGET)
+        status = engine.build_report().status  # every entry in full
+        report = report_of(status)
+        full = encoded_size(status)
+        fitted = ReportBuilder(DEFAULT_STATUS_BUDGET).build(report)
         none, high, bare = entry_sizes(report)
         rows.append(
             {
                 "nodes": n,
                 "full_bytes": full,
                 "fitted_bytes": fitted.size,
-                "detail_dropped": fitted.report.detail_dropped,
+                "detail_dropped": fitted.detail_dropped,
                 "nodes_dropped": len(fitted.nodes_dropped),
                 "entry_none": none,
                 "entry_high": high,

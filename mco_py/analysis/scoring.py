@@ -32,18 +32,14 @@ Time is always passed in (``now``, seconds since the epoch), so results are dete
 from __future__ import annotations
 
 import itertools
-import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
-from mco_py.analysis.status import bare_entry, fast_format_time, new_entry, rounded_signals
 from mco_py.model import (
     NO_DIMENSIONS,
-    ROUND_LIMIT,
     ROUNDER,
     SIGNAL_NAMES,
     DimensionScore,
@@ -52,7 +48,7 @@ from mco_py.model import (
     Report,
     Sample,
     SignalReading,
-    round_to,
+    format_time,
 )
 
 #: Ordered levels; the index is the rank used by hysteresis.
@@ -61,9 +57,6 @@ RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.H
 _RANK_TEXT = tuple(level.value for level in RANKED_LEVELS)
 
 KNOWN_SIGNALS = frozenset(SIGNAL_NAMES)
-
-_ROUNDED_LIMIT = ROUND_LIMIT / 1e4
-"""Values below this in magnitude round to 4 decimals by the ROUNDER sum (see :func:`~mco_py.model.round_to`)."""
 
 MAX_REASONS = 32
 MAX_REASON_CHARS = 512
@@ -191,12 +184,6 @@ def _unjudged(reading: SignalReading, rules: DetectionRules) -> str:
     return f"{reading.name} not judged: {reading.events} events < minEvents {need}"
 
 
-def _round_into(rounded: dict[str, float], name: str, value: float) -> None:
-    """The careful part of :func:`~mco_py.analysis.status.rounded_signals`: huge values rounded, non-finite left out."""
-    if math.isfinite(value):
-        rounded[name] = round_to(value, 1e4)
-
-
 def _window_mean(node: _Node, name: str, value: float, size: int) -> float:
     """The mean of the node's last ``size`` values of ``name``, ``value`` included."""
     window = node.windows.get(name)
@@ -260,7 +247,7 @@ def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
         if rank > 0 or headline:
             raw = _rank(score, rules.levels)
             line = (
-                f"level {_RANK_TEXT[rank]} since {fast_format_time(changed_at)} "
+                f"level {_RANK_TEXT[rank]} since {format_time(changed_at)} "
                 f"({changed_how}); score {score:.1f} now (raw level {_RANK_TEXT[raw]})"
             )
             if dimensions:
@@ -387,14 +374,9 @@ class _Node:
         "dominant",
         "ewma",
         "history",
-        "kept_bare",
-        "kept_entry",
-        "kept_item",
-        "kept_rounded",
         "last_sample_time",
         "last_seen",
         "rank",
-        "rounded",
         "scorable",
         "score",
         "unjudged",
@@ -406,21 +388,10 @@ class _Node:
         self.ewma: dict[str, float] = {}
         self.windows: dict[str, deque[float]] = {}
         self.values: dict[str, float] = {}
-        self.rounded: dict[str, float] = {}
-        """``values`` as the report shows them (:func:`~mco_py.analysis.status.rounded_signals`), made
-        while smoothing: the values are in the CPU cache then, at report time they are not."""
         self.dimensions: Mapping[str, DimensionScore] = NO_DIMENSIONS
         """The dimensions scoring above 0 in the newest sample (never mutated: replaced)."""
         self.dominant = ""
         """The worst of ``dimensions``; empty when there is none."""
-        self.kept_item: NodeAssessment | None = None
-        self.kept_rounded: dict[str, float] = {}
-        """``rounded`` as it was when ``kept_item``, the last fresh assessment, was made (both written
-        only by :meth:`Scorer.assess`, so the report thread reads them while ingest goes on)."""
-        self.kept_entry: dict[str, Any] | None = None
-        """The status entry of ``kept_item`` once :meth:`Scorer.assess` was asked for entries."""
-        self.kept_bare: dict[str, Any] | None = None
-        """The bare status entry of ``kept_item`` once :meth:`Scorer.assess` was asked for bare entries."""
         self.absent: Sequence[SignalReading] = ()
         self.unjudged: Sequence[SignalReading] = ()
         self.history: deque[int] = deque(maxlen=history_len)
@@ -433,18 +404,6 @@ class _Node:
         self.changed_how = ""
         self.assessment: NodeAssessment | None = None
         """The fresh (not stale) assessment, kept until the next sample or rules change."""
-
-
-def _kept_entry(node: _Node, item: NodeAssessment) -> dict[str, Any]:
-    """The status entry of ``item``, the node's kept assessment (made once: see :meth:`Scorer.assess`)."""
-    entry = node.kept_entry = new_entry(item, node.kept_rounded if item.signals else None)
-    return entry
-
-
-def _kept_bare(node: _Node, item: NodeAssessment) -> dict[str, Any]:
-    """The bare status entry of ``item``, the node's kept assessment (made once)."""
-    entry = node.kept_bare = bare_entry(item)
-    return entry
 
 
 class Scorer:
@@ -490,23 +449,8 @@ class Scorer:
         for node in self._nodes.values():
             node.assessment = None
 
-    def rounded_signals(self, item: NodeAssessment) -> dict[str, float] | None:
-        """``rounded_signals(item.signals)`` made while smoothing, when ``item`` is the node's last
-        fresh assessment from :meth:`assess`; else None. For :class:`StatusCache` on the report
-        thread: only :meth:`assess` writes what this reads, so ingest may go on meanwhile.
-        The result is shared: never mutate it.
-        """
-        node = self._nodes.get(item.name)
-        if node is None or node.kept_item is not item:
-            return None
-        return node.kept_rounded
-
     def _history_len(self) -> int:
         return max(self._rules.hysteresis.raise_after, self._rules.hysteresis.lower_after)
-
-    def node_names(self) -> list[str]:
-        """Names of every node currently tracked."""
-        return list(self._nodes)
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -596,7 +540,6 @@ class Scorer:
         specs = self._specs
         ewma = node.ewma
         smoothed: dict[str, float] = {}
-        rounded: dict[str, float] = {}
         unjudged: list[SignalReading] | None = None
         dims: list[float] | None = None  # made for the first signal above warn
         scored = False
@@ -617,10 +560,6 @@ class Scorer:
             else:
                 value = _window_mean(node, name, sent, window)
             smoothed[name] = value
-            if -_ROUNDED_LIMIT < value < _ROUNDED_LIMIT:  # the rounding of rounded_signals()
-                rounded[name] = (value * 1e4 + ROUNDER - ROUNDER) / 1e4
-            else:
-                _round_into(rounded, name, value)
             if cap > 0:
                 scored = True
                 if value > warn:  # rare: most signals of most nodes are calm
@@ -628,7 +567,6 @@ class Scorer:
                         dims = [0.0] * len(self._dim_names)
                     dims[dim] = max(dims[dim], _capped_sub_score(value, warn, critical, span, cap))
         node.values = smoothed
-        node.rounded = rounded
         node.absent = [r for r in absent if r.name in KNOWN_SIGNALS] if absent else ()
         node.unjudged = unjudged or ()
         return self._judge(node, dims) if scored else None
@@ -725,15 +663,7 @@ class Scorer:
             dimensions=node.dimensions,
         )
 
-    def assess(
-        self,
-        now: float,
-        *,
-        lazy_reasons: bool = False,
-        rounded: list[dict[str, float] | None] | None = None,
-        entries: list[dict[str, Any]] | None = None,
-        detail: bool = True,
-    ) -> tuple[list[NodeAssessment], list[str]]:
+    def assess(self, now: float, *, lazy_reasons: bool = False) -> tuple[list[NodeAssessment], list[str]]:
         """Every node's assessment at ``now`` (sorted by name), and the names forgotten just now.
 
         A node with no sample since the last call gets the very same assessment object
@@ -742,14 +672,6 @@ class Scorer:
 
         ``lazy_reasons``: the reasons of fresh assessments are formatted when first read
         (from the node's state now), not here — for callers that read few of them.
-        ``rounded``: when given, ``rounded_signals(item.signals)`` made while smoothing (None
-        where not known) is appended for each item returned, in order (for :class:`StatusCache`,
-        which would otherwise look each one up).
-        ``entries``: when given, each item's status entry (``assessment_to_dict(item)``) is appended, in
-        order; a node's entry is kept with its assessment, so unchanged nodes cost a lookup (the
-        standalone report, which shows every node's detail, needs no other record per node). The
-        entries are shared between calls: never mutate them. ``detail=False``: the bare entries
-        (``bare_entry(item)``) instead, for the size fit (:func:`~mco_py.analysis.report_size.fit_report`).
         """
         staleness = self._rules.staleness
         stale_after, forget_after = staleness.stale_after_seconds, staleness.forget_after_seconds
@@ -765,45 +687,14 @@ class Scorer:
                     forgotten.append(name)
                     continue
                 if silent > stale_after:
-                    self._add_stale(name, node, silent, out, rounded=rounded, entries=entries, detail=detail)
+                    out.append(self._stale(name, node, silent))
                     continue
-            item = node.assessment
-            if item is None:
-                item = self._renew(name, node, lazy_reasons)
-            out.append(item)
-            if rounded is not None:
-                rounded.append(node.kept_rounded)  # item is node.kept_item
-            if entries is not None:
-                if detail:
-                    entries.append(node.kept_entry or _kept_entry(node, item))
-                else:
-                    entries.append(node.kept_bare or _kept_bare(node, item))
+            out.append(node.assessment or self._renew(name, node, lazy_reasons))
         for name in forgotten:
             del self._nodes[name]
         if forgotten:
             self._order = None
         return out, forgotten
-
-    def _add_stale(
-        self,
-        name: str,
-        node: _Node,
-        silent: float,
-        out: list[NodeAssessment],
-        *,
-        rounded: list[dict[str, float] | None] | None,
-        entries: list[dict[str, Any]] | None,
-        detail: bool,
-    ) -> None:
-        """:meth:`assess` for a stale node (made anew each time: its reason quotes the silence)."""
-        item = self._stale(name, node, silent)
-        out.append(item)
-        if rounded is not None:
-            rounded.append(None)
-        if entries is not None:
-            entries.append(
-                new_entry(item, rounded_signals(item.signals) if item.signals else None) if detail else bare_entry(item)
-            )
 
     def _renew(self, name: str, node: _Node, lazy_reasons: bool) -> NodeAssessment:
         """The fresh assessment of ``node`` after a sample or a rules change; kept on the node (for :meth:`assess`)."""
@@ -823,24 +714,12 @@ class Scorer:
             _fill(item, name, level, node)
             _set_pending(item, self._why(node))
         node.assessment = item
-        node.kept_item = item
-        node.kept_rounded = node.rounded
-        node.kept_entry = node.kept_bare = None
         return item
 
-    def report(
-        self,
-        now: float,
-        *,
-        identity: str,
-        lazy_reasons: bool = False,
-        rounded: list[dict[str, float] | None] | None = None,
-        entries: list[dict[str, Any]] | None = None,
-        detail: bool = True,
-    ) -> tuple[Report, list[str]]:
-        """The report at ``now`` and the names forgotten while building it (``lazy_reasons``, ``rounded``,
-        ``entries``, ``detail``: as for :meth:`assess`)."""
-        nodes, forgotten = self.assess(now, lazy_reasons=lazy_reasons, rounded=rounded, entries=entries, detail=detail)
+    def report(self, now: float, *, identity: str, lazy_reasons: bool = False) -> tuple[Report, list[str]]:
+        """The report at ``now`` and the names forgotten while building it (``lazy_reasons``: as for
+        :meth:`assess`)."""
+        nodes, forgotten = self.assess(now, lazy_reasons=lazy_reasons)
         return Report(
             last_update_time=now,
             analyzer_identity=identity,

@@ -13,15 +13,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-from mco_py.analysis.report_size import Fitted, fit_report
 from mco_py.analysis.rules import DetectionRules
 from mco_py.analysis.samples import InvalidSample, check_head, check_sample
 from mco_py.analysis.scoring import LevelChange, Scorer
-from mco_py.analysis.status import StatusCache, envelope
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.model import Sample
+from mco_py.report.builder import ReportBuilder
+from mco_py.report.size import Fitted
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 
@@ -81,11 +80,12 @@ class Engine:
         self.clock = clock
         self.max_future = max_future_seconds
         self.max_age = max_age_seconds
-        self.status_budget = status_budget
+        self.status_budget = status_budget or None
+        """Bytes the encoded report status may take (None: no limit)."""
         self.max_nodes = max_nodes
         self._next_room_scan = -math.inf
-        self._status = StatusCache()  # (the scorer lists the rounded signals: no lookup hint needed)
-        """Report entries of unchanged nodes; used only by :meth:`build_report` (one report thread)."""
+        self._builder = ReportBuilder(self.status_budget)
+        """Used only by :meth:`build_report` (one report thread)."""
         self.level_changed = threading.Event()
         """Set when a sample changed a node's level (the report loop writes early then)."""
         self.rules_generation = 0
@@ -262,24 +262,13 @@ class Engine:
         # here forms a cycle, so collecting is postponed until the build is done.
         with _gc_paused():
             with self._lock:
-                # each node's entry (full, or bare for the size fit) is kept by the scorer with its assessment
-                entries: list[dict[str, Any]] = []
-                if self.status_budget:
-                    # most nodes lose their detail: reasons formatted only for those keeping it
-                    rounded: list[dict[str, float] | None] = []  # the signals as the report shows them
-                    report, forgotten = self._scorer.report(
-                        now, identity=self.identity, lazy_reasons=True, rounded=rounded, entries=entries, detail=False
-                    )
-                else:
-                    report, forgotten = self._scorer.report(now, identity=self.identity, entries=entries)
+                # with a budget most nodes lose their detail: reasons formatted only for those keeping it
+                report, forgotten = self._scorer.report(
+                    now, identity=self.identity, lazy_reasons=self.status_budget is not None
+                )
                 for name in forgotten:
                     self._last_time.pop(name, None)
-            if self.status_budget:
-                fitted = fit_report(report, self.status_budget, cache=self._status, rounded=rounded, bare=entries)
-            else:
-                status = envelope(report)
-                status["nodes"] = entries
-                fitted = Fitted(report, 0, status=status)
+            fitted = self._builder.build(report)
         self.metrics.generation.observe(time.perf_counter() - started)
         self.metrics.publish_nodes(report.nodes, [dim.name for dim in self.rules.dimensions])
         self.metrics.detail_dropped.set(fitted.detail_dropped)

@@ -23,7 +23,6 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from mco_py.analysis.guard import GuardChange, change_text
-from mco_py.analysis.report_size import DEFAULT_STATUS_BUDGET
 from mco_py.analysis.rules import default_rules
 from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
@@ -38,6 +37,7 @@ from mco_py.kube.lease import LeaseElector
 from mco_py.kube.rules import ConfigMapRulesSource
 from mco_py.obs.logging import setup_logging
 from mco_py.obs.metrics import start_metrics_server
+from mco_py.report.size import DEFAULT_STATUS_BUDGET
 from mco_py.store.base import ReportStore
 from mco_py.store.file import FileReportStore
 from mco_py.store.kube import KubeReportStore

@@ -16,10 +16,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from mco_py.analysis.report_size import Fitted
 from mco_py.analyzer.engine import Engine
 from mco_py.errors import ReportError
 from mco_py.obs.logging import OnceFilter
+from mco_py.report.size import Fitted
 from mco_py.store.base import ReportStore
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,7 @@ class ReportLoop:
         if not leader:
             return False
         try:
-            if fitted.status is None:
-                self.store.write(fitted.report)
-            else:  # (the fitted report itself is made only when asked for)
-                self.store.write_status(fitted.status)
+            self.store.write_status(fitted.status)
         except ReportError as exc:
             self.engine.metrics.write_errors.inc()
             self._failing = True

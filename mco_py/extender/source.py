@@ -26,8 +26,8 @@ from typing import Any, Protocol
 from mco_py.analysis.policy import IndexedReport, index_report
 from mco_py.errors import ReportError
 from mco_py.kube.watch import ListWatch, Reflector
-from mco_py.model import report_from_status
 from mco_py.obs.logging import OnceFilter
+from mco_py.report.document import report_of
 from mco_py.store.file import decode_document
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ class WatchReportSource:
                 snap = Snapshot(None, f"NodeInterferenceReport {self.name} has no status yet")
             else:
                 try:
-                    snap = Snapshot(index_report(report_from_status(status)))
+                    snap = Snapshot(index_report(report_of(status)))
                 except ReportError as exc:
                     snap = Snapshot(None, f"NodeInterferenceReport {self.name}: {exc}", unreadable=True)
                     log.warning("report not usable; basic mode", extra={"problem": snap.problem})

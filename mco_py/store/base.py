@@ -20,17 +20,13 @@ class ReportStore(Protocol):
         """
         ...
 
-    def write(self, report: Report, *, status: Mapping[str, Any] | None = None) -> None:
-        """Replace the report. Raises :class:`~mco_py.errors.ReportError` subclasses on failure.
-
-        ``status``, when given, must be ``report_to_status(report)`` (a caller that already
-        built it saves the store the work).
-        """
+    def write(self, report: Report) -> None:
+        """Replace the report with ``report``, every entry in full (:func:`~mco_py.report.document.status_of`)."""
         ...
 
     def write_status(self, status: Mapping[str, Any]) -> None:
-        """``write(report, status=status)`` given only the ``status`` document (as
-        :func:`~mco_py.model.report_to_status` builds it): the report it came from is not needed."""
+        """Replace the report with a built ``status`` document (:mod:`mco_py.report`). Raises
+        :class:`~mco_py.errors.ReportError` subclasses on failure."""
         ...
 
     def describe(self) -> str:

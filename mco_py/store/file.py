@@ -13,16 +13,10 @@ from typing import Any
 import msgspec
 
 from mco_py.errors import ReportError, ReportNotFound, StoreUnavailable
-from mco_py.model import GROUP, KIND, VERSION, Report, report_from_status, report_to_status
+from mco_py.model import GROUP, KIND, VERSION, Report
+from mco_py.report.document import report_of, status_of
 
 DEFAULT_PATH = Path("/var/lib/mco/report.json")
-
-
-def report_document(
-    report: Report, *, name: str = "cluster", status: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The whole object as the CR would be (apiVersion, kind, metadata, status)."""
-    return status_document(report_to_status(report) if status is None else status, name=name)
 
 
 def status_document(status: Mapping[str, Any], *, name: str = "cluster") -> dict[str, Any]:
@@ -39,7 +33,7 @@ def decode_document(raw: bytes | str, *, source: str) -> Report:
     if not isinstance(doc, dict) or not isinstance(doc.get("status"), dict):
         raise ReportError(f"{source}: expected a {KIND} document with a status object")
     try:
-        return report_from_status(doc["status"])
+        return report_of(doc["status"])
     except ReportError as exc:
         raise ReportError(f"{source}: {exc}") from exc
 
@@ -64,8 +58,8 @@ class FileReportStore:
             raise StoreUnavailable(f"{self.path}: cannot read: {exc.strerror or exc}") from exc
         return decode_document(raw, source=str(self.path))
 
-    def write(self, report: Report, *, status: Mapping[str, Any] | None = None) -> None:
-        self.write_status(report_to_status(report) if status is None else status)
+    def write(self, report: Report) -> None:
+        self.write_status(status_of(report))
 
     def write_status(self, status: Mapping[str, Any]) -> None:
         data = msgspec.json.encode(status_document(status, name=self.name))

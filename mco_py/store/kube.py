@@ -20,7 +20,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from mco_py.errors import ReportConflict, ReportError, ReportNotFound, StoreUnavailable, error_for_status
-from mco_py.model import GROUP, KIND, PLURAL, VERSION, Report, report_from_status, report_to_status
+from mco_py.model import GROUP, KIND, PLURAL, VERSION, Report
+from mco_py.report.document import report_of, status_of
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class KubeReportStore:
         if not isinstance(status, dict):
             raise ReportNotFound(f"{self.describe()} exists but has no status yet")
         try:
-            return report_from_status(status)
+            return report_of(status)
         except ReportError as exc:
             raise ReportError(f"{self.describe()}: {exc}") from exc
 
@@ -121,8 +122,8 @@ class KubeReportStore:
         except (ApiException, HTTPError, OSError) as exc:
             raise translate(exc, what=f"update {self.describe()} status") from exc
 
-    def write(self, report: Report, *, status: Mapping[str, Any] | None = None) -> None:
-        self.write_status(report_to_status(report) if status is None else status)
+    def write(self, report: Report) -> None:
+        self.write_status(status_of(report))
 
     def write_status(self, status: Mapping[str, Any]) -> None:
         conflicts = 0

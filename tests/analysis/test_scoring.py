@@ -19,8 +19,16 @@ from mco_py.analysis.rules import (
     Smoothing,
     Staleness,
 )
-from mco_py.analysis.scoring import RANKED_LEVELS, Scorer, _hot_reasons, _rule_texts, combine_dimensions, reversals
-from mco_py.model import Level, Sample, SignalReading
+from mco_py.analysis.scoring import (
+    _PERCENTS,
+    RANKED_LEVELS,
+    Scorer,
+    _hot_reasons,
+    _rule_texts,
+    combine_dimensions,
+    reversals,
+)
+from mco_py.model import ROUNDER, Level, Sample, SignalReading
 from tests.analysis import oracle
 
 T0 = 1_800_000_000.0
@@ -474,3 +482,8 @@ def test_lazy_reasons_are_the_eager_ones_of_the_assessment_time(
         assert copy.copy(item) == expected
         assert dataclasses.replace(item, signals={}) == dataclasses.replace(expected, signals={})
         assert dataclasses.replace(item, reasons=("x",)).reasons == ("x",)
+
+
+@given(st.one_of(st.floats(min_value=0, max_value=100), st.integers(0, 199).map(lambda k: k / 2)))
+def test_percent_table_equals_zero_decimal_formatting(sub: float) -> None:
+    assert _PERCENTS[int(sub + ROUNDER - ROUNDER)] == f"{sub:.0f}"

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from mco_py.analysis.report_size import Fitted, fit_report
 from mco_py.analyzer.engine import FULL_COLLECTION_EVERY, Engine, Outcome, _gc_paused
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.writer import ReportLoop
 from mco_py.model import SIGNAL_NAMES, Sample, SignalReading
+from mco_py.report.builder import ReportBuilder
+from mco_py.report.document import report_of
+from mco_py.report.size import Fitted
 from mco_py.store.file import FileReportStore
 from tests.contracts import crd_schema
 from tests.rules_fixtures import quick_rules
@@ -56,20 +58,20 @@ def test_forgotten_node_loses_its_series_and_stale_is_minus_one() -> None:
     assert registry.get_sample_value("mco_analyzer_nodes") == 2
     clock.now = T0 + 31  # default staleAfterSeconds 30
     engine.accept([sample("node-2", clock.now)], Outcome())
-    report = engine.build_report().report
+    report = report_of(engine.build_report().status)
     assert report.node("node-1").level.value == "Unknown"  # type: ignore[union-attr]
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) == -1
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1", "dimension": "cpu"}) == -1
     clock.now = T0 + 601  # default forgetAfterSeconds 600
     engine.accept([sample("node-2", clock.now)], Outcome())
-    report = engine.build_report().report
+    report = report_of(engine.build_report().status)
     assert [n.name for n in report.nodes] == ["node-2"]
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) is None
     assert registry.get_sample_value("mco_node_interference_score", {"node": "node-1"}) is None
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1", "dimension": "io"}) is None
     # once forgotten, the node may come back with any timestamp order
     engine.accept([sample("node-1", clock.now - 10)], Outcome())
-    assert engine.build_report().report.node("node-1") is not None
+    assert report_of(engine.build_report().status).node("node-1") is not None
 
 
 def test_write_failure_is_counted_and_scoring_goes_on(tmp_path: Path) -> None:
@@ -143,13 +145,13 @@ def test_size_budget_drops_detail_and_reports_it(tmp_path: Path) -> None:
     engine, _, registry = make(budget=20_000)
     engine.accept([sample(f"node-{i:03d}", T0, 60.0 if i % 10 == 0 else 1.0) for i in range(200)], Outcome())
     fitted = engine.build_report()
-    assert fitted.report.detail_dropped > 0
+    assert fitted.detail_dropped > 0
     assert fitted.size <= 20_000
-    assert registry.get_sample_value("mco_analyzer_report_detail_dropped_nodes") == fitted.report.detail_dropped
-    FileReportStore(tmp_path / "r.json").write(fitted.report)
+    assert registry.get_sample_value("mco_analyzer_report_detail_dropped_nodes") == fitted.detail_dropped
+    FileReportStore(tmp_path / "r.json").write_status(fitted.status)
     doc = json.loads((tmp_path / "r.json").read_text())
     assert crd_schema.errors(doc) == []
-    assert doc["status"]["summary"]["detailDropped"] == fitted.report.detail_dropped
+    assert doc["status"]["summary"]["detailDropped"] == fitted.detail_dropped
     assert len(json.dumps(doc["status"], separators=(",", ":"))) <= 20_000
 
 
@@ -184,9 +186,8 @@ def test_repeated_reports_equal_a_fresh_engine_report() -> None:
     engine.accept([sample("n3", clock.now, level=90.0)], Outcome())
     second = engine.build_report()
     engine._scorer.drop_kept_assessments()
-    reference = fit_report(engine._scorer.report(clock.now, identity=engine.identity)[0], 3000)
+    reference = ReportBuilder(3000).build(engine._scorer.report(clock.now, identity=engine.identity)[0])
     assert json.dumps(second.status) == json.dumps(reference.status)
-    assert second.report == reference.report
     assert first.status != second.status
 
 

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.model import SIGNAL_NAMES
+from mco_py.report.document import report_of
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from tests.rules_fixtures import quick_rules
 
@@ -99,7 +100,7 @@ def test_any_messages_are_accepted_or_rejected_once_and_both_paths_agree(batches
         assert (got.accepted, got.counts) == (want.accepted, want.counts)
         assert all(len(message) <= 512 for message in got.reasons.values())
     assert len(fast._last_time) <= MAX_NODES
-    report = fast.build_report().report  # what was scored can be reported
+    report = report_of(fast.build_report().status)  # what was scored can be reported
     assert len(report.nodes) <= MAX_NODES
 
 

@@ -11,6 +11,7 @@ from mco_py.analysis.samples import _short_name_problem, node_name_problem
 from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.obs.logging import OnceFilter, RateLimit
+from mco_py.report.document import report_of
 from tests.rules_fixtures import quick_rules
 
 from .test_engine import T0, Clock, sample
@@ -76,7 +77,7 @@ def test_a_flood_of_made_up_names_locks_new_nodes_out_only_until_they_go_stale(c
     assert admitted.accepted == 1
     assert registry.get_sample_value("mco_analyzer_nodes_evicted_total") == 49
     assert "node table full" in caplog.text
-    names = {n.name for n in engine.build_report().report.nodes}
+    names = {n.name for n in report_of(engine.build_report().status).nodes}
     assert names == {"real-1", "real-2"}  # the node that kept reporting was never displaced
 
 

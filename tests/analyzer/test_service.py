@@ -19,6 +19,7 @@ from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.service import TLSFiles, create_server, transport_limit
 from mco_py.errors import ConfigError
 from mco_py.model import Level, Sample, SignalReading
+from mco_py.report.document import report_of
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
@@ -125,7 +126,7 @@ def test_good_and_bad_samples_in_one_batch_are_acked_separately(analyzer: Analyz
     assert analyzer.rejected("invalid_node_name") == 2
     assert analyzer.metric("mco_analyzer_samples_total", result="accepted", reason="none") == 2
     assert analyzer.metric("mco_analyzer_collector_dropped_samples_total") == 5
-    report = analyzer.engine.build_report().report
+    report = report_of(analyzer.engine.build_report().status)
     assert [n.name for n in report.nodes] == ["node-a", "node-g"]
     assert report.node("node-a").level is Level.HIGH  # type: ignore[union-attr]
 
@@ -158,7 +159,7 @@ def test_many_streams_at_once_and_a_bad_one_harms_nobody(analyzer: Analyzer) -> 
         t.join(60)
     assert results[0] == [0] * 5
     assert all(results[i] == [1] * 5 for i in range(1, 30))
-    assert len(analyzer.engine.build_report().report.nodes) == 29
+    assert len(report_of(analyzer.engine.build_report().status).nodes) == 29
 
 
 def test_oversize_batch_is_rejected_counted_and_the_stream_goes_on() -> None:
@@ -174,7 +175,7 @@ def test_oversize_batch_is_rejected_counted_and_the_stream_goes_on() -> None:
             assert "--max-message-bytes" in first.ack.reject_reasons[0]
             assert second.ack.accepted == 1
         assert a.rejected("oversize_message") == 3000
-        assert len(a.engine.build_report().report.nodes) == 1
+        assert len(report_of(a.engine.build_report().status).nodes) == 1
     finally:
         a.server.stop(0)
 
@@ -299,7 +300,7 @@ def test_unknown_signals_are_ignored_and_nodes_are_capped() -> None:
             (reply,) = stream(ch, [batch])
         assert (reply.ack.accepted, reply.ack.rejected) == (3, 2)
         assert "too_many_nodes" in reply.ack.reject_reasons[0]
-        report = a.engine.build_report().report
+        report = report_of(a.engine.build_report().status)
         assert report.node("node-0").signals == {}  # type: ignore[union-attr]
         assert report.node("node-0").level is Level.UNKNOWN  # type: ignore[union-attr]
     finally:

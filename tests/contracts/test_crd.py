@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from mco_py import model
-from mco_py.model import DimensionScore, Level, NodeAssessment, Report, report_from_status, report_to_status
+from mco_py.model import DimensionScore, Level, NodeAssessment, Report
+from mco_py.report.document import report_of, status_of
 from tests.contracts import crd_schema
 
 SAMPLE = json.loads((Path(__file__).parent / "sample_report.json").read_text())
@@ -107,7 +108,7 @@ def test_report_written_by_the_model_validates_and_round_trips() -> None:
             NodeAssessment(name="n2", level=Level.UNKNOWN, score=0.0, reasons=("no sample for 31 s",)),
         ),
     )
-    status = report_to_status(report)
+    status = status_of(report)
     doc = {"apiVersion": f"{model.GROUP}/{model.VERSION}", "kind": model.KIND, "metadata": {"name": "cluster"}}
     assert crd_schema.errors({**doc, "status": status}) == []
     assert status["summary"] == {
@@ -119,7 +120,7 @@ def test_report_written_by_the_model_validates_and_round_trips() -> None:
         "high": 0,
         "unknown": 1,
     }
-    back = report_from_status(status)
+    back = report_of(status)
     assert back.nodes[0].level is Level.MEDIUM
     assert back.nodes[0].signals == {"psiCpuSomeAvg10": 35.0, "cpuStealPercent": 2.0}
     assert back.nodes[0] == report.nodes[0]

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from mco_py.errors import ReportError, ReportNotFound
-from mco_py.model import Level, NodeAssessment, Report, report_to_status
+from mco_py.model import Level, NodeAssessment, Report
+from mco_py.report.document import status_of
 from mco_py.store.file import FileReportStore
 from tests.contracts import crd_schema
 
@@ -70,6 +71,6 @@ def test_write_status_writes_what_write_writes(tmp_path: Path) -> None:
     store = FileReportStore(tmp_path / "report.json")
     store.write(REPORT)
     written = (tmp_path / "report.json").read_bytes()
-    store.write_status(report_to_status(REPORT))
+    store.write_status(status_of(REPORT))
     assert (tmp_path / "report.json").read_bytes() == written
     assert store.read() == REPORT

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from mco_py.analysis.report_size import encoded_size, fit_report
-from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report, report_to_status
+from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report
+from mco_py.report.builder import ReportBuilder
+from mco_py.report.document import encoded_size, report_of, status_of
 from tests.contracts import crd_schema
 
 
@@ -26,43 +27,42 @@ def big_report(n: int, *, high_every: int = 10) -> Report:
 
 def test_small_report_is_untouched() -> None:
     report = big_report(10)
-    fitted = fit_report(report, 1_000_000)
-    assert fitted.report is report
-    assert fitted.report.detail_dropped == 0
+    fitted = ReportBuilder(1_000_000).build(report)
+    assert fitted.status == status_of(report)
+    assert (fitted.detail_dropped, fitted.nodes_dropped) == (0, ())
 
 
 def test_none_detail_dropped_first_and_counted() -> None:
     report = big_report(2000)
-    full = encoded_size(report_to_status(report))
-    budget = full // 2
-    fitted = fit_report(report, budget)
+    budget = encoded_size(status_of(report)) // 2
+    fitted = ReportBuilder(budget).build(report)
     assert fitted.size <= budget
     assert fitted.nodes_dropped == ()
-    assert len(fitted.report.nodes) == 2000
-    assert fitted.report.detail_dropped > 0
-    for item in fitted.report.nodes:
+    assert len(fitted.status["nodes"]) == 2000
+    assert fitted.detail_dropped > 0
+    assert fitted.status["summary"]["detailDropped"] == fitted.detail_dropped
+    for item in report_of(fitted.status).nodes:
         if item.level is Level.HIGH:
             assert item.signals, "High nodes keep their detail while None detail can go"
-    status = report_to_status(fitted.report)
-    assert status["summary"]["detailDropped"] == fitted.report.detail_dropped
-    doc = {"apiVersion": "mco.many-core.io/v1alpha1", "kind": "NodeInterferenceReport", "status": status}
+    doc = {"apiVersion": "mco.many-core.io/v1alpha1", "kind": "NodeInterferenceReport", "status": fitted.status}
     assert crd_schema.errors(doc) == []
 
 
 def test_nodes_dropped_only_when_bare_entries_do_not_fit() -> None:
     report = big_report(500)
-    fitted = fit_report(report, 20_000)
+    fitted = ReportBuilder(20_000).build(report)
     assert fitted.size <= 20_000
     assert fitted.nodes_dropped
-    assert fitted.report.detail_dropped == 500 - len(fitted.nodes_dropped) or fitted.report.detail_dropped > 0
-    kept = {n.name for n in fitted.report.nodes}
+    assert fitted.detail_dropped > 0
+    kept = {n["name"] for n in fitted.status["nodes"]}
+    assert kept.isdisjoint(fitted.nodes_dropped)
+    assert fitted.status["summary"]["nodes"] == len(kept) == 500 - len(fitted.nodes_dropped)
     dropped_levels = {n.level for n in report.nodes if n.name not in kept}
     assert dropped_levels == {Level.NONE}, "High nodes are kept as long as None nodes can go"
 
 
-def test_status_built_while_fitting_equals_the_fitted_report() -> None:
+def test_the_running_size_is_the_encoded_size() -> None:
     for n, budget in ((10, 1_000_000), (2000, 300_000), (500, 20_000)):
-        fitted = fit_report(big_report(n), budget)
-        assert fitted.status == report_to_status(fitted.report)
+        fitted = ReportBuilder(budget).build(big_report(n))
         assert encoded_size(fitted.status) <= budget
         assert abs(fitted.size - encoded_size(fitted.status)) <= 2, "the running size estimate is exact"
