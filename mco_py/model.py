@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -153,8 +153,9 @@ class NodeAssessment:
     """Smoothed signal values the score used; absent signals are left out."""
     last_sample_time: float | None = None
     """Time of the newest sample, seconds since the epoch."""
-    reasons: tuple[str, ...] = ()
-    """Human-readable reasons naming the signals and values behind the level."""
+    reasons: Sequence[str] = ()
+    """Human-readable reasons naming the signals and values behind the level (a tuple, or a
+    sequence equal to one)."""
     dominant: str = ""
     """The dimension with the highest score now; empty when every dimension scores 0."""
     dimensions: Mapping[str, DimensionScore] = field(default_factory=dict)

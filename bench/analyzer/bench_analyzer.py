@@ -31,8 +31,8 @@ from mco_py.model import Report, Sample, SignalReading
 from mco_py.report.builder import ReportBuilder
 from mco_py.report.document import encoded_size, entry, report_of
 from mco_py.report.size import DEFAULT_STATUS_BUDGET, ETCD_REQUEST_LIMIT
-from mco_py.rpc import codec
 from mco_py.store.file import status_document
+from tests.rpc import wire
 
 METHOD = "/mco.analyzer.v1.Analyzer/StreamSamples"
 
@@ -78,7 +78,7 @@ def encoded_batches(nodes: int, rounds: int, per_batch: int, t0: float) -> list[
         for start in range(0, nodes, per_batch):
             seq += 1
             samples = [realistic(i, t0 + r * 0.001, rng) for i in range(start, min(nodes, start + per_batch))]
-            out.append(codec.batch_to_proto(samples, collector="sim", sequence=seq).SerializeToString())
+            out.append(wire.batch_to_proto(samples, collector="sim", sequence=seq).SerializeToString())
     return out
 
 

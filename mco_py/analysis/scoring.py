@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import overload
 
 from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
 from mco_py.model import (
@@ -271,70 +272,61 @@ _FIELDS = ("name", "level", "score", "signals", "last_sample_time", "dominant", 
 _set_name, _set_level, _set_score, _set_signals, _set_time, _set_dominant, _set_dimensions = (
     NodeAssessment.__dict__[f].__set__ for f in _FIELDS
 )
-_reasons_slot = NodeAssessment.__dict__["reasons"]
-_get_reasons, _put_reasons = _reasons_slot.__get__, _reasons_slot.__set__
+_put_reasons = NodeAssessment.__dict__["reasons"].__set__
 
 
-class _LazyReasons(NodeAssessment):
-    """A fresh assessment whose reasons are formatted when first read, from the node's state as it was
-    when assessed. In cluster mode the size budget drops the detail of most nodes, whose reasons would
+class _LazyReasons(Sequence[str]):
+    """A fresh assessment's reasons, formatted when first read from the node's state as it was when
+    assessed. In cluster mode the size budget drops the detail of most nodes, whose reasons would
     otherwise be formatted for nothing.
 
-    Equal to the :class:`NodeAssessment` with the same fields (either way round); copies and pickles
-    as one. Two threads reading the reasons at once both format the same tuple.
+    Equal to the tuple of the same lines (either way round), and pickles and hashes as one. Two
+    threads reading at once both format the same lines.
     """
 
-    __slots__ = ("_pending",)
+    __slots__ = ("_lines", "_why")
 
-    _pending: _Why | None
+    def __init__(self, why: _Why) -> None:
+        self._why: _Why | None = why
+        self._lines: tuple[str, ...] = ()
 
-    def _fields(self) -> tuple[object, ...]:
-        return (
-            self.name,
-            self.level,
-            self.score,
-            self.signals,
-            self.last_sample_time,
-            self.reasons,
-            self.dominant,
-            self.dimensions,
-        )
+    def _get(self) -> tuple[str, ...]:
+        why = self._why
+        if why is not None:
+            self._lines = _reasons_of(why)
+            self._why = None  # after the lines are in place: a reader seeing None finds them
+        return self._lines
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self._get()[index]
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, NodeAssessment):
-            return NotImplemented
-        return self._fields() == (
-            other.name,
-            other.level,
-            other.score,
-            other.signals,
-            other.last_sample_time,
-            other.reasons,
-            other.dominant,
-            other.dimensions,
-        )
+        if isinstance(other, _LazyReasons):
+            return self._get() == other._get()
+        if isinstance(other, tuple):
+            return self._get() == other
+        return NotImplemented
 
-    __hash__ = NodeAssessment.__hash__
+    def __hash__(self) -> int:
+        return hash(self._get())
 
-    def __reduce__(self) -> tuple[type[NodeAssessment], tuple[object, ...]]:
-        return NodeAssessment, self._fields()
+    def __repr__(self) -> str:
+        return repr(self._get())
 
-    @property
-    def reasons(self) -> tuple[str, ...]:
-        why = self._pending
-        if why is not None:
-            _put_reasons(self, _reasons_of(why))
-            _set_pending(self, None)  # after the reasons are in place: a reader seeing None finds them
-        reasons: tuple[str, ...] = _get_reasons(self)
-        return reasons
-
-    @reasons.setter
-    def reasons(self, value: tuple[str, ...]) -> None:  # the dataclass __init__ (dataclasses.replace)
-        _put_reasons(self, value)
-        _set_pending(self, None)
-
-
-_set_pending = _LazyReasons.__dict__["_pending"].__set__
+    def __reduce__(self) -> tuple[type[tuple[str, ...]], tuple[tuple[str, ...]]]:
+        return tuple, (self._get(),)
 
 
 def _fill(item: NodeAssessment, name: str, level: Level, node: _Node) -> None:
@@ -698,21 +690,20 @@ class Scorer:
 
     def _renew(self, name: str, node: _Node, lazy_reasons: bool) -> NodeAssessment:
         """The fresh assessment of ``node`` after a sample or a rules change; kept on the node (for :meth:`assess`)."""
-        item: NodeAssessment
         if node.scorable and node.rank >= 0:
             level = RANKED_LEVELS[node.rank]
             # the common calm node (nothing above warn, nothing unjudged) has nothing to say
             calm = node.rank == 0 and node.score <= 0 and not node.unjudged
         else:
             level, calm = Level.UNKNOWN, False
-        if calm or not lazy_reasons:
-            item = _new(NodeAssessment)
-            _fill(item, name, level, node)
-            _put_reasons(item, () if calm else self._reasons(node))
+        item = _new(NodeAssessment)
+        _fill(item, name, level, node)
+        if calm:
+            _put_reasons(item, ())
+        elif lazy_reasons:
+            _put_reasons(item, _LazyReasons(self._why(node)))
         else:
-            item = _new(_LazyReasons)
-            _fill(item, name, level, node)
-            _set_pending(item, self._why(node))
+            _put_reasons(item, self._reasons(node))
         node.assessment = item
         return item
 

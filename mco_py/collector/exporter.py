@@ -184,11 +184,6 @@ def bio_latency(slots: Mapping[int, int]) -> HistogramData:
     return HistogramData(BIO_LATENCY, BIO_LATENCY_HELP, _BIO_LES, cumulative, total_s)
 
 
-def signal_metric_families(sample: NodeSample) -> list[Metric]:
-    """:func:`signal_families` as prometheus_client metrics."""
-    return [f.metric() for f in signal_families(sample)]
-
-
 class TextRenderer:
     """Exposition text of :class:`Family` lists, byte for byte what prometheus_client writes.
 

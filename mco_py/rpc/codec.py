@@ -1,12 +1,13 @@
-"""Protobuf <-> model conversion for the collector -> analyzer stream.
+"""The analyzer's side of the collector -> analyzer stream: samples decoded into the model,
+and the control messages (acks, send-early thresholds, guard rules, workloads) encoded.
 
-The only place that knows both ``mco_py.model`` and the generated messages. Decoding
-never trusts the peer: structural problems raise :class:`InvalidSample` with a reason
-code from :data:`mco_py.analysis.samples.REJECT_REASONS`; value checks (ranges, clock)
-are :func:`mco_py.analysis.samples.check_sample`'s job.
+Decoding never trusts the peer: structural problems raise :class:`InvalidSample` with a
+reason code from :data:`mco_py.analysis.samples.REJECT_REASONS`; value checks (ranges,
+clock) are :func:`mco_py.analysis.samples.check_sample`'s job. The collector encodes its
+own samples (:mod:`mco_py.collector.stream`).
 
 Absence kinds travel in the model as a prefix of ``SignalReading.reason``
-(``"unsupported: no PMU"``), so a model -> proto -> model round trip is lossless.
+(``"unsupported: no PMU"``, :data:`ABSENCE_LABELS`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from mco_py.analysis.workloads import QOS_CLASSES, WorkloadPod, valid_uid
 from mco_py.model import Sample, SignalReading
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 
-#: Absence kind <-> the label used as the reason prefix in the model.
-_KIND_LABELS: dict[pb.AbsenceKind.ValueType, str] = {
+#: Absence kind -> the label used as the reason prefix in the model.
+ABSENCE_LABELS: dict[pb.AbsenceKind.ValueType, str] = {
     pb.ABSENCE_KIND_UNSUPPORTED: "unsupported",
     pb.ABSENCE_KIND_PERMISSION: "permission",
     pb.ABSENCE_KIND_READ_ERROR: "read error",
@@ -30,7 +31,6 @@ _KIND_LABELS: dict[pb.AbsenceKind.ValueType, str] = {
     pb.ABSENCE_KIND_DISABLED: "disabled",
     pb.ABSENCE_KIND_WARMING_UP: "warming up",
 }
-_LABEL_KINDS = {label: kind for kind, label in _KIND_LABELS.items()}
 
 NANOS = 1_000_000_000
 
@@ -57,7 +57,7 @@ def _present(name: str, value: float, backend: str, events: int | None) -> Signa
 
 
 def _absence_reason(absent: pb.Absence) -> str:
-    label = _KIND_LABELS.get(absent.kind)
+    label = ABSENCE_LABELS.get(absent.kind)
     if label is None:
         return absent.reason
     return f"{label}: {absent.reason}" if absent.reason else label
@@ -157,52 +157,6 @@ def _sample_with_devices(msg: pb.Sample) -> Sample:
             worst_device[name] = reading
     signals = worst_device | node_level
     return Sample(node=msg.node, timestamp=msg.timestamp_unix_nanos / NANOS, signals=signals)
-
-
-def signal_to_proto(reading: SignalReading, *, device: str = "") -> pb.Signal:
-    """Encode one reading (the inverse of :func:`signal_from_proto`)."""
-    msg = pb.Signal(name=reading.name, device=device, backend=reading.backend)
-    if reading.events is not None:
-        msg.events = reading.events
-    if reading.value is not None:
-        msg.value = reading.value
-        return msg
-    label, sep, rest = reading.reason.partition(": ")
-    kind = _LABEL_KINDS.get(label if sep else reading.reason)
-    if kind is None:
-        msg.absent.CopyFrom(pb.Absence(kind=pb.ABSENCE_KIND_UNSPECIFIED, reason=reading.reason))
-    else:
-        msg.absent.CopyFrom(pb.Absence(kind=kind, reason=rest if sep else ""))
-    return msg
-
-
-def sample_to_proto(sample: Sample, *, interval_ms: int = 0) -> pb.Sample:
-    """Encode one sample for the stream (used by the collector)."""
-    return pb.Sample(
-        node=sample.node,
-        timestamp_unix_nanos=round(sample.timestamp * NANOS),
-        signals=[signal_to_proto(r) for r in sample.signals.values()],
-        interval_ms=interval_ms,
-    )
-
-
-def batch_to_proto(
-    samples: Iterable[Sample],
-    *,
-    collector: str,
-    sequence: int,
-    collector_version: str = "",
-    dropped_since_last: int = 0,
-    interval_ms: int = 0,
-) -> pb.SampleBatch:
-    """A batch of samples (possibly for several nodes)."""
-    return pb.SampleBatch(
-        collector=collector,
-        collector_version=collector_version,
-        sequence=sequence,
-        samples=[sample_to_proto(s, interval_ms=interval_ms) for s in samples],
-        dropped_since_last=dropped_since_last,
-    )
 
 
 def ack(sequence: int, accepted: int, rejected: int, reasons: Iterable[str] = ()) -> pb.Control:

@@ -24,9 +24,9 @@ import pytest
 from mco_py.analyzer.main import add_arguments, load_settings
 from mco_py.errors import ConfigError
 from mco_py.model import Sample, SignalReading
-from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from tests.contracts import crd_schema
+from tests.rpc import wire
 from tests.rules_fixtures import SIGNAL, quick_rules_text
 
 
@@ -127,7 +127,7 @@ def send(port: int, node: str, psi: float, seq: int) -> None:
     with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
         replies = list(
             pb_grpc.AnalyzerStub(ch).StreamSamples(
-                iter([codec.batch_to_proto([sample], collector=node, sequence=seq)]), timeout=30
+                iter([wire.batch_to_proto([sample], collector=node, sequence=seq)]), timeout=30
             )
         )
     assert replies[0].WhichOneof("kind") == "send_early", replies

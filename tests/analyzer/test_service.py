@@ -24,6 +24,7 @@ from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from tests.analyzer.certs import TestCA
+from tests.rpc import wire
 from tests.rules_fixtures import SIGNAL, quick_rules
 
 
@@ -84,14 +85,14 @@ def test_a_stream_opens_with_the_rules_warn_values_and_gets_new_ones_after_a_rul
         analyzer.engine.set_rules(
             dataclasses.replace(rules, version="stricter", dimensions=rules.dimensions[:1], guard=stricter)
         )
-        requests.put(codec.batch_to_proto([good("node-1")], collector="c", sequence=1))
+        requests.put(wire.batch_to_proto([good("node-1")], collector="c", sequence=1))
         assert next(replies).WhichOneof("kind") == "ack"
         again = next(replies)
         assert again.WhichOneof("kind") == "send_early"
         assert set(again.send_early.above) == set(rules.dimensions[0].signals)
         assert codec.guard_rules_from_proto(next(replies).guard_rules) == stricter
         analyzer.engine.set_rules(dataclasses.replace(rules, version="no guard section", guard=None))
-        requests.put(codec.batch_to_proto([good("node-1", t=time.time() + 0.001)], collector="c", sequence=2))
+        requests.put(wire.batch_to_proto([good("node-1", t=time.time() + 0.001)], collector="c", sequence=2))
         assert [next(replies).WhichOneof("kind") for _ in range(2)] == ["ack", "send_early"]
         requests.put(None)
         assert list(replies) == []
@@ -110,7 +111,7 @@ def test_good_and_bad_samples_in_one_batch_are_acked_separately(analyzer: Analyz
         Sample("node-f", now - 3600, {}),
         good("node-g", 5.0),
     ]
-    batch = codec.batch_to_proto(samples, collector="c1", sequence=41, dropped_since_last=5)
+    batch = wire.batch_to_proto(samples, collector="c1", sequence=41, dropped_since_last=5)
     batch.samples.append(
         pb.Sample(node="node-h", timestamp_unix_nanos=int(now * 1e9), signals=[pb.Signal(name="oomKills", value=1)] * 2)
     )
@@ -134,7 +135,7 @@ def test_good_and_bad_samples_in_one_batch_are_acked_separately(analyzer: Analyz
 def test_replayed_sample_is_rejected_as_out_of_order(analyzer: Analyzer) -> None:
     s = good("node-a")
     with grpc.insecure_channel(f"127.0.0.1:{analyzer.port}") as ch:
-        batches = [codec.batch_to_proto([s], collector="c", sequence=n) for n in (1, 2)]
+        batches = [wire.batch_to_proto([s], collector="c", sequence=n) for n in (1, 2)]
         replies = stream(ch, batches)
     assert [r.ack.accepted for r in replies] == [1, 0]
     assert "out_of_order" in replies[1].ack.reject_reasons[0]
@@ -149,7 +150,7 @@ def test_many_streams_at_once_and_a_bad_one_harms_nobody(analyzer: Analyzer) -> 
             for seq in range(5):
                 t = time.time() + seq * 0.001
                 value = float("inf") if i == 0 else 10.0
-                batches.append(codec.batch_to_proto([good(f"node-{i}", value, t=t)], collector=f"c{i}", sequence=seq))
+                batches.append(wire.batch_to_proto([good(f"node-{i}", value, t=t)], collector=f"c{i}", sequence=seq))
             results[i] = [r.ack.accepted for r in stream(ch, batches)]
 
     threads = [threading.Thread(target=collector, args=(i,)) for i in range(30)]
@@ -166,9 +167,9 @@ def test_oversize_batch_is_rejected_counted_and_the_stream_goes_on() -> None:
     a = Analyzer(max_message_bytes=64 * 1024)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch:
-            big = codec.batch_to_proto([good(f"node-{i}") for i in range(3000)], collector="big", sequence=1)
+            big = wire.batch_to_proto([good(f"node-{i}") for i in range(3000)], collector="big", sequence=1)
             assert 64 * 1024 < big.ByteSize() <= transport_limit(64 * 1024)
-            after = codec.batch_to_proto([good("node-1", t=time.time() + 1)], collector="big", sequence=2)
+            after = wire.batch_to_proto([good("node-1", t=time.time() + 1)], collector="big", sequence=2)
             first, second = stream(ch, [big, after])
             assert (first.ack.accepted, first.ack.rejected) == (0, 3000)
             assert "oversize_message" in first.ack.reject_reasons[0]
@@ -184,12 +185,12 @@ def test_batch_over_the_transport_limit_fails_only_its_stream() -> None:
     a = Analyzer(max_message_bytes=16 * 1024)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch:
-            huge = codec.batch_to_proto([good(f"node-{i}") for i in range(3000)], collector="big", sequence=1)
+            huge = wire.batch_to_proto([good(f"node-{i}") for i in range(3000)], collector="big", sequence=1)
             assert huge.ByteSize() > transport_limit(16 * 1024)
             with pytest.raises(grpc.RpcError) as err:
                 stream(ch, [huge])
             assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
-            (ok,) = stream(ch, [codec.batch_to_proto([good("node-1")], collector="small", sequence=1)])
+            (ok,) = stream(ch, [wire.batch_to_proto([good("node-1")], collector="small", sequence=1)])
             assert ok.ack.accepted == 1
     finally:
         a.server.stop(0)
@@ -204,7 +205,7 @@ def test_connected_collectors_gauge_follows_open_streams(analyzer: Analyzer) -> 
 
     with grpc.insecure_channel(f"127.0.0.1:{analyzer.port}") as ch:
         replies = pb_grpc.AnalyzerStub(ch).StreamSamples(requests(), timeout=30)
-        feed.put(codec.batch_to_proto([good("node-1")], collector="c", sequence=1))
+        feed.put(wire.batch_to_proto([good("node-1")], collector="c", sequence=1))
         assert [next(replies).WhichOneof("kind") for _ in range(3)] == ["send_early", "guard_rules", "ack"]
         assert analyzer.metric("mco_analyzer_connected_collectors") == 1
         feed.put(None)
@@ -217,7 +218,7 @@ def test_connected_collectors_gauge_follows_open_streams(analyzer: Analyzer) -> 
 
 def test_bearer_token_is_required() -> None:
     a = Analyzer(token="s3cret")
-    batch = codec.batch_to_proto([good("node-1")], collector="c", sequence=1)
+    batch = wire.batch_to_proto([good("node-1")], collector="c", sequence=1)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch:
             for metadata in ([], [("authorization", "Bearer wrong")], [("authorization", "s3cret")]):
@@ -251,10 +252,10 @@ def test_tls_server(ca: TestCA) -> None:
     a = Analyzer(tls=TLSFiles(server_cert.cert, server_cert.key))
     try:
         with secure(a.port, ca) as ch:
-            (ok,) = stream(ch, [codec.batch_to_proto([good("node-1")], collector="c", sequence=1)])
+            (ok,) = stream(ch, [wire.batch_to_proto([good("node-1")], collector="c", sequence=1)])
         assert ok.ack.accepted == 1
         with grpc.insecure_channel(f"localhost:{a.port}") as ch, pytest.raises(grpc.RpcError):
-            stream(ch, [codec.batch_to_proto([good("node-2")], collector="c", sequence=1)])
+            stream(ch, [wire.batch_to_proto([good("node-2")], collector="c", sequence=1)])
     finally:
         a.server.stop(0)
 
@@ -266,7 +267,7 @@ def test_mtls_limits_a_collector_to_its_own_nodes(ca: TestCA) -> None:
     md = [("authorization", "Bearer tok")]
     try:
         with secure(a.port, ca, (client.cert, client.key)) as ch:
-            batch = codec.batch_to_proto(
+            batch = wire.batch_to_proto(
                 [good("node-1"), good("node-1.lab"), good("node-2")], collector="node-1", sequence=1
             )
             (reply,) = stream(ch, [batch], metadata=md)
@@ -274,7 +275,7 @@ def test_mtls_limits_a_collector_to_its_own_nodes(ca: TestCA) -> None:
         assert "unauthorized_node: node node-2" in reply.ack.reject_reasons[0]
         assert a.rejected("unauthorized_node") == 1
         with secure(a.port, ca) as ch, pytest.raises(grpc.RpcError) as err:
-            stream(ch, [codec.batch_to_proto([good("node-1")], collector="x", sequence=1)], metadata=md)
+            stream(ch, [wire.batch_to_proto([good("node-1")], collector="x", sequence=1)], metadata=md)
         assert err.value.code() is grpc.StatusCode.UNAVAILABLE, "no client certificate: handshake refused"
     finally:
         a.server.stop(0)
@@ -285,7 +286,7 @@ def test_garbage_bytes_end_only_that_stream(analyzer: Analyzer) -> None:
         raw = ch.stream_stream("/mco.analyzer.v1.Analyzer/StreamSamples")
         with pytest.raises(grpc.RpcError):
             list(raw(iter([b"\xff\xfe not a protobuf \x00\x01"]), timeout=30))
-        (ok,) = stream(ch, [codec.batch_to_proto([good("node-1")], collector="c", sequence=1)])
+        (ok,) = stream(ch, [wire.batch_to_proto([good("node-1")], collector="c", sequence=1)])
     assert ok.ack.accepted == 1
 
 
@@ -295,7 +296,7 @@ def test_unknown_signals_are_ignored_and_nodes_are_capped() -> None:
     try:
         now = time.time()
         odd = Sample("node-0", now, {f"futureSignal{i}": reading(f"futureSignal{i}", 1e9) for i in range(50)})
-        batch = codec.batch_to_proto([odd, *(good(f"node-{i}") for i in range(1, 5))], collector="c", sequence=1)
+        batch = wire.batch_to_proto([odd, *(good(f"node-{i}") for i in range(1, 5))], collector="c", sequence=1)
         with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch:
             (reply,) = stream(ch, [batch])
         assert (reply.ack.accepted, reply.ack.rejected) == (3, 2)

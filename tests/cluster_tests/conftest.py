@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from mco_py.model import Sample, SignalReading
-from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from tests.cluster.build import BuildError, binaries, volcano_crds
 from tests.cluster.cluster import RealCluster, extender_config, free_port, volcano_conf
+from tests.rpc import wire
 from tests.rules_fixtures import quick_rules_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,7 +210,7 @@ class Env:
         with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as channel:
             replies = list(
                 pb_grpc.AnalyzerStub(channel).StreamSamples(
-                    iter([codec.batch_to_proto([sample], collector=node, sequence=self.sequence)]), timeout=30
+                    iter([wire.batch_to_proto([sample], collector=node, sequence=self.sequence)]), timeout=30
                 )
             )
         acks = [r.ack for r in replies if r.WhichOneof("kind") == "ack"]

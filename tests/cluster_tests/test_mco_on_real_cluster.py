@@ -22,7 +22,6 @@ import yaml
 
 from mco_py.doctor.cluster_checks import CLOCK_SLACK_S
 from mco_py.model import Sample, SignalReading
-from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1.analyzer_pb2 import Control, GuardAction
 from mco_py.rpc.analyzer.v1.analyzer_pb2_grpc import AnalyzerStub
 from tests.cluster.cluster import free_port, volcano_conf
@@ -43,6 +42,7 @@ from tests.cluster_tests.conftest import (
 from tests.cluster_tests.identities import IDENTITIES
 from tests.docs.doc_commands import select
 from tests.playbooks.test_preflight import preflight
+from tests.rpc import wire
 from tests.rules_fixtures import quick_rules_text
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -258,7 +258,7 @@ def test_guard_pods_with_the_analyzers_own_token_and_the_rights_taken_back(env: 
 
         def one_batch() -> list[Control]:
             sample = Sample("node-1", time.time(), {"psiCpuSomeRate": SignalReading("psiCpuSomeRate", 1.0, "procfs")})
-            batch = codec.batch_to_proto([sample], collector="node-1", sequence=1)
+            batch = wire.batch_to_proto([sample], collector="node-1", sequence=1)
             batch.guard_actions.append(change)
             with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
                 return list(AnalyzerStub(channel).StreamSamples(iter([batch]), timeout=30))

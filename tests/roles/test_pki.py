@@ -13,8 +13,8 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from mco_py.analyzer.service import TLSFiles
-from mco_py.rpc import codec
 from tests.analyzer.test_service import Analyzer, good, stream
+from tests.rpc import wire
 
 from .helpers import BIN, run
 
@@ -79,10 +79,10 @@ def test_certificates_work_for_mtls_are_idempotent_and_rotate(tmp_path: Path) ->
             certificate_chain=(pki / "localhost-collector.pem").read_bytes(),
         )
         with grpc.secure_channel(f"127.0.0.1:{a.port}", creds) as ch:
-            (reply,) = stream(ch, [codec.batch_to_proto([good("node-1"), good("node-2")], collector="c", sequence=1)])
+            (reply,) = stream(ch, [wire.batch_to_proto([good("node-1"), good("node-2")], collector="c", sequence=1)])
         assert (reply.ack.accepted, reply.ack.rejected) == (1, 1)  # node-1's certificate cannot report node-2
         with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch, pytest.raises(grpc.RpcError):
-            stream(ch, [codec.batch_to_proto([good("node-1")], collector="c", sequence=2)])
+            stream(ch, [wire.batch_to_proto([good("node-1")], collector="c", sequence=2)])
     finally:
         a.server.stop(0)
 

@@ -13,6 +13,7 @@ from mco_py.errors import ConfigError
 from mco_py.model import SIGNAL_NAMES, Sample, SignalReading
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
+from tests.rpc import wire
 
 reasons = st.sampled_from(
     ["", "unsupported: no PMU", "permission: EPERM", "warming up", "read error: garbled", "odd reason"]
@@ -37,8 +38,8 @@ readings = st.builds(
 )
 def test_round_trip_model_proto_model(node: str, ts_ms: int, items: list[SignalReading]) -> None:
     sample = Sample(node=node, timestamp=ts_ms / 1000, signals={r.name: r for r in items})
-    wire = codec.sample_to_proto(sample).SerializeToString()
-    back = codec.sample_from_proto(pb.Sample.FromString(wire))
+    data = wire.sample_to_proto(sample).SerializeToString()
+    back = codec.sample_from_proto(pb.Sample.FromString(data))
     assert back.node == sample.node
     assert math.isclose(back.timestamp, sample.timestamp, abs_tol=1e-6)
     assert dict(back.signals) == dict(sample.signals)
@@ -51,7 +52,7 @@ def test_absence_kind_travels_as_reason_prefix() -> None:
     reading = codec.signal_from_proto(msg)
     assert reading.value is None
     assert reading.reason == "unsupported: no PMU"
-    again = codec.signal_to_proto(reading)
+    again = wire.signal_to_proto(reading)
     assert again.absent.kind == pb.ABSENCE_KIND_UNSUPPORTED
     assert again.absent.reason == "no PMU"
 
@@ -102,7 +103,7 @@ def test_duplicate_signal_is_rejected(device: str) -> None:
 
 
 def test_batch_and_ack_helpers() -> None:
-    batch = codec.batch_to_proto(
+    batch = wire.batch_to_proto(
         [Sample("a", 1.0, {}), Sample("b", 2.0, {})], collector="sim", sequence=9, dropped_since_last=2
     )
     assert [s.node for s in batch.samples] == ["a", "b"]
