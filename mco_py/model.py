@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -115,14 +115,37 @@ class SignalReading:
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """Everything one collector measured on one node at one instant."""
+    """Everything one collector measured on one node at one instant, as the analyzer decodes,
+    checks and scores it. Each signal name is in ``values`` or in ``absent``, never in both."""
 
     node: str
     """Node name (joins collector, report, Volcano NodeInfo.Name and the Kubernetes Node)."""
     timestamp: float
     """Sample time, seconds since the Unix epoch."""
-    signals: Mapping[str, SignalReading] = field(default_factory=dict)
-    """Readings by signal key."""
+    values: Mapping[str, float] = field(default_factory=dict)
+    """The value of each present signal, by signal key."""
+    events: Mapping[str, int] = field(default_factory=dict)
+    """Events behind a present value in its window (block I/Os for a P99), where the collector counted them."""
+    absent: Mapping[str, str] = field(default_factory=dict)
+    """Why each absent signal is absent (``"unsupported: no PMU"``; may be empty), by signal key."""
+
+    @classmethod
+    def of(cls, node: str, timestamp: float, readings: Iterable[SignalReading]) -> Sample:
+        """The sample of ``readings`` (one per signal name; a later one replaces an earlier one)."""
+        values: dict[str, float] = {}
+        events: dict[str, int] = {}
+        absent: dict[str, str] = {}
+        for r in readings:
+            values.pop(r.name, None)
+            events.pop(r.name, None)
+            absent.pop(r.name, None)
+            if r.value is None:
+                absent[r.name] = r.reason
+                continue
+            values[r.name] = r.value
+            if r.events is not None:
+                events[r.name] = r.events
+        return cls(node, timestamp, values, events, absent)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from mco_py.analysis.rules import default_rules
 from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.service import create_server
-from mco_py.model import Report, Sample, SignalReading
+from mco_py.model import Report, Sample
 from mco_py.report.builder import ReportBuilder
 from mco_py.report.document import encoded_size, entry, report_of
 from mco_py.report.size import DEFAULT_STATUS_BUDGET, ETCD_REQUEST_LIMIT
@@ -63,11 +63,7 @@ def realistic(i: int, t: float, rng: random.Random) -> Sample:
         "cpuStealPercent": rng.uniform(0, 2),
         "oomKills": 0.0,
     }
-    signals = {
-        k: SignalReading(k, min(v, 100.0), "procfs", events=100 if k == "bioLatencyP99Ms" else None)
-        for k, v in values.items()
-    }
-    return Sample(node_name(i), t, signals)
+    return Sample(node_name(i), t, {k: min(v, 100.0) for k, v in values.items()}, {"bioLatencyP99Ms": 100})
 
 
 def encoded_batches(nodes: int, rounds: int, per_batch: int, t0: float) -> list[bytes]:
@@ -159,7 +155,7 @@ def populated(nodes: int, *, budget: int | None, registry: CollectorRegistry | N
     from mco_py.analyzer.engine import Outcome
 
     for r in range(engine.rules.hysteresis.raise_after + 1):  # long enough for loaded nodes to rise
-        engine.accept([realistic(i, t + r * 0.001, rng) for i in range(nodes)], Outcome())
+        wire.accept(engine, [realistic(i, t + r * 0.001, rng) for i in range(nodes)], Outcome())
     return engine
 
 
@@ -184,11 +180,11 @@ def bench_report(nodes: int, repeats: int = 5, *, fresh: bool = False) -> dict[s
             ingest = 0.0
             if fresh:
                 t = time.time() + 1 + k * 0.001
-                samples = [realistic(i, t, rng) for i in range(nodes)]
+                messages = [wire.sample_to_proto(realistic(i, t, rng)) for i in range(nodes)]
                 p0 = time.process_time()
-                engine.accept(samples, Outcome())
+                engine.accept_messages(messages, Outcome())  # decode, check, score: no gRPC
                 ingest = time.process_time() - p0
-                del samples
+                del messages
             before = registry.get_sample_value("mco_analyzer_report_generation_duration_seconds_sum") or 0.0
             p0 = time.process_time()
             a = time.perf_counter()

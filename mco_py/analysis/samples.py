@@ -87,8 +87,8 @@ def _short_name_problem(name: str) -> str | None:
     return None
 
 
-def check_head(node: str, ts: float, *, now: float, max_future: float = 300.0, max_age: float = 300.0) -> None:
-    """The checks of :func:`check_sample` on a sample's node name and time (the same errors, in the same order)."""
+def _check_head(node: str, ts: float, *, now: float, max_future: float, max_age: float) -> None:
+    """The checks of :func:`check_sample` on a sample's node name and time."""
     problem = node_name_problem(node)
     if problem:
         raise InvalidSample("invalid_node_name", problem)
@@ -113,13 +113,14 @@ def check_sample(sample: Sample, *, now: float, max_future: float = 300.0, max_a
     or more than ``max_age`` seconds behind it are refused. Unknown signal names are
     allowed (newer collectors) and ignored by scoring.
     """
-    check_head(sample.node, sample.timestamp, now=now, max_future=max_future, max_age=max_age)
-    for name, reading in sample.signals.items():
-        value = reading.value
-        if reading.events is not None and reading.events < 0:
+    _check_head(sample.node, sample.timestamp, now=now, max_future=max_future, max_age=max_age)
+    for name, count in sample.events.items():
+        if count < 0:
             raise InvalidSample("invalid_events", f"node {sample.node}: {name} has a negative event count")
+    limits = MAX_VALUES
+    for name, value in sample.values.items():
         # one comparison in the common case (NaN fails it too); explain only on failure
-        if value is None or 0.0 <= value <= MAX_VALUES.get(name, _LARGEST):
+        if 0.0 <= value <= limits.get(name, _LARGEST):
             continue
         if not math.isfinite(value):
             raise InvalidSample("non_finite_value", f"node {sample.node}: {name}={value} is not a finite number")

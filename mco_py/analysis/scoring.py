@@ -48,7 +48,6 @@ from mco_py.model import (
     NodeAssessment,
     Report,
     Sample,
-    SignalReading,
     format_time,
 )
 
@@ -179,10 +178,10 @@ def _signal_specs(rules: DetectionRules) -> dict[str, _Spec]:
     return out
 
 
-def _unjudged(reading: SignalReading, rules: DetectionRules) -> str:
-    rule = rules.signals.get(reading.name)
+def _unjudged(name: str, events: int, rules: DetectionRules) -> str:
+    rule = rules.signals.get(name)
     need = rule.min_events if rule else 0
-    return f"{reading.name} not judged: {reading.events} events < minEvents {need}"
+    return f"{name} not judged: {events} events < minEvents {need}"
 
 
 def _window_mean(node: _Node, name: str, value: float, size: int) -> float:
@@ -201,8 +200,8 @@ _Why = tuple[
     int,  # rank
     float,  # score
     Mapping[str, float],  # smoothed values
-    Sequence[SignalReading],  # unjudged
-    Sequence[SignalReading],  # absent
+    Sequence[tuple[str, int]],  # unjudged: name, events
+    Sequence[tuple[str, str]],  # absent: name, reason
     float,  # changed_at
     str,  # changed_how
     Mapping[str, DimensionScore],  # dimensions above 0, worst first
@@ -242,8 +241,8 @@ def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
     out: list[str] = []
     if not scorable:
         out.append("no signal with a rule could be scored in the newest sample")
-        out.extend(_unjudged(r, rules) for r in unjudged)
-        out.extend(f"{r.name} absent: {r.reason or 'no reason given'}" for r in absent)
+        out.extend(_unjudged(name, count, rules) for name, count in unjudged)
+        out.extend(f"{name} absent: {reason or 'no reason given'}" for name, reason in absent)
     else:
         if rank > 0 or headline:
             raw = _rank(score, rules.levels)
@@ -259,7 +258,7 @@ def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
                 out.append(who)
         out += _hot_reasons(values, texts)
         if unjudged:
-            out.extend(_unjudged(r, rules) for r in unjudged)
+            out.extend(_unjudged(name, count, rules) for name, count in unjudged)
     if len(out) > MAX_REASONS:
         del out[MAX_REASONS:]
     if max(map(len, out), default=0) <= MAX_REASON_CHARS:
@@ -384,8 +383,10 @@ class _Node:
         """The dimensions scoring above 0 in the newest sample (never mutated: replaced)."""
         self.dominant = ""
         """The worst of ``dimensions``; empty when there is none."""
-        self.absent: Sequence[SignalReading] = ()
-        self.unjudged: Sequence[SignalReading] = ()
+        self.absent: Sequence[tuple[str, str]] = ()
+        """The known signals absent from the newest sample, and why."""
+        self.unjudged: Sequence[tuple[str, int]] = ()
+        """The signals of the newest sample not judged for too few events, and their event counts."""
         self.history: deque[int] = deque(maxlen=history_len)
         self.rank = -1
         self.score = 0.0
@@ -457,36 +458,9 @@ class Scorer:
         return gone
 
     def observe(self, sample: Sample, now: float) -> LevelChange | None:
-        """Take one accepted sample (received at ``now``); returns the level change it caused, if any."""
-        values: dict[str, float] = {}
-        events: dict[str, int] = {}
-        absent: list[SignalReading] = []
-        for name, reading in sample.signals.items():
-            if name not in KNOWN_SIGNALS:
-                continue  # a newer collector's signal: not stored, not scored
-            if reading.value is None:
-                absent.append(reading)
-                continue
-            values[name] = reading.value
-            if reading.events is not None:
-                events[name] = reading.events
-        return self.observe_values(sample.node, sample.timestamp, values, now, events=events, absent=absent)
-
-    def observe_values(
-        self,
-        name: str,
-        timestamp: float,
-        values: Mapping[str, float],
-        now: float,
-        *,
-        events: Mapping[str, int] | None = None,
-        absent: Sequence[SignalReading] = (),
-    ) -> LevelChange | None:
-        """:meth:`observe` of a sample given as its parts: node ``name``, sample ``timestamp``, the
-        ``values`` of the signals present, their ``events`` counts (where sent) and the ``absent``
-        readings (the ingest hot path: no :class:`Sample` object per message). Signals whose name
-        is unknown are ignored, as in :meth:`observe`.
-        """
+        """Take one accepted sample (received at ``now``); returns the level change it caused, if any.
+        Signals whose name is unknown (a newer collector's) are ignored."""
+        name = sample.node
         rules = self._rules
         node = self._nodes.get(name)
         resumed = node is not None and now - node.last_seen > rules.staleness.stale_after_seconds
@@ -499,8 +473,8 @@ class Scorer:
             old_level = self._level_of(node)
         node.last_seen = now
         node.assessment = None
-        node.last_sample_time = max(node.last_sample_time, timestamp)
-        score = self._smooth(node, values, events, absent)
+        node.last_sample_time = max(node.last_sample_time, sample.timestamp)
+        score = self._smooth(node, sample)
         node.scorable = score is not None
         if score is None:
             raw = 0  # nothing to judge: no evidence of interference (the level shows Unknown meanwhile)
@@ -516,13 +490,7 @@ class Scorer:
             self._move(node, now)
         return self._change(name, node, old_level)
 
-    def _smooth(
-        self,
-        node: _Node,
-        values: Mapping[str, float],
-        events: Mapping[str, int] | None,
-        absent: Sequence[SignalReading],
-    ) -> float | None:
+    def _smooth(self, node: _Node, sample: Sample) -> float | None:
         """Update the node's smoothed values and dimensions; note absent and unjudged signals; return
         the node score (None when no signal could be scored).
 
@@ -531,11 +499,12 @@ class Scorer:
         """
         specs = self._specs
         ewma = node.ewma
+        events = sample.events
         smoothed: dict[str, float] = {}
-        unjudged: list[SignalReading] | None = None
+        unjudged: list[tuple[str, int]] | None = None
         dims: list[float] | None = None  # made for the first signal above warn
         scored = False
-        for name, sent in values.items():
+        for name, sent in sample.values.items():
             spec = specs.get(name)
             if spec is None:
                 continue  # a newer collector's signal: not stored, not scored
@@ -543,7 +512,7 @@ class Scorer:
             if min_events and events:
                 count = events.get(name)
                 if count is not None and count < min_events:
-                    unjudged = [*(unjudged or ()), SignalReading(name, sent, events=count)]
+                    unjudged = [*(unjudged or ()), (name, count)]
                     continue
             if alpha:
                 prev = ewma.get(name)
@@ -559,7 +528,8 @@ class Scorer:
                         dims = [0.0] * len(self._dim_names)
                     dims[dim] = max(dims[dim], _capped_sub_score(value, warn, critical, span, cap))
         node.values = smoothed
-        node.absent = [r for r in absent if r.name in KNOWN_SIGNALS] if absent else ()
+        absent = sample.absent
+        node.absent = [(n, why) for n, why in absent.items() if n in KNOWN_SIGNALS] if absent else ()
         node.unjudged = unjudged or ()
         return self._judge(node, dims) if scored else None
 

@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from mco_py.analysis.rules import DetectionRules
-from mco_py.analysis.samples import InvalidSample, check_head, check_sample
+from mco_py.analysis.samples import InvalidSample, check_sample
 from mco_py.analysis.scoring import LevelChange, Scorer
 from mco_py.analyzer.metrics import AnalyzerMetrics
-from mco_py.model import Sample
 from mco_py.report.builder import ReportBuilder
 from mco_py.report.size import Fitted
 from mco_py.rpc import codec
@@ -109,72 +108,33 @@ class Engine:
         with self._lock:
             return self.rules_generation, self._thresholds
 
-    def accept(
-        self, samples: Iterable[Sample], outcome: Outcome, *, allowed_nodes: frozenset[str] | None = None
-    ) -> Outcome:
-        """Validate and score ``samples``; rejected ones are counted in ``outcome`` by reason."""
-        now = self.clock()
-        changes: list[LevelChange] = []
-        with self._lock:
-            observe = self._scorer.observe
-            for sample in samples:
-                try:
-                    check_sample(sample, now=now, max_future=self.max_future, max_age=self.max_age)
-                    self._admit(sample.node, sample.timestamp, allowed_nodes)
-                except InvalidSample as exc:
-                    outcome.reject(exc)
-                    continue
-                self._last_time[sample.node] = sample.timestamp
-                change = observe(sample, now)
-                outcome.accepted += 1
-                if change is not None:
-                    changes.append(change)
-        self._finish(outcome, changes)
-        return outcome
-
     def accept_messages(
         self, messages: Iterable[pb.Sample], outcome: Outcome, *, allowed_nodes: frozenset[str] | None = None
     ) -> Outcome:
-        """:meth:`accept` of protobuf samples as they arrive, decoded one at a time (the ingest hot path).
-
-        Same result as decoding every message with :func:`codec.sample_from_proto` (a decode
-        error is a rejection, listed before the others in ``outcome.reasons``) and passing the
-        samples to :meth:`accept`. A message :func:`codec.sample_parts` takes is scored from its
-        parts; any other goes that careful way. Nothing outlives its message, so the garbage
-        collector does not promote a batch's worth of objects.
-        """
+        """Decode, check and score ``messages`` one at a time, as they arrive; each rejected sample is
+        counted in ``outcome`` by reason (decode errors listed before the others). Nothing outlives
+        its message, so the garbage collector does not promote a batch's worth of objects."""
         now = self.clock()
         changes: list[LevelChange] = []
-        late = Outcome()  # rejections after decoding: listed after the decode errors, as in accept
+        late = Outcome()  # rejections after decoding: listed after the decode errors
         with self._lock:
-            scorer = self._scorer
+            observe = self._scorer.observe
             last_time = self._last_time
             max_future, max_age = self.max_future, self.max_age
             for msg in messages:
                 try:
-                    parts = codec.sample_parts(msg)
-                    if parts is None:
-                        sample = codec.sample_from_proto(msg)
-                    else:
-                        node, ts, values, events, absent = parts
+                    sample = codec.sample_from_proto(msg)
                 except InvalidSample as exc:
                     outcome.reject(exc)
                     continue
                 try:
-                    if parts is None:
-                        node, ts = sample.node, sample.timestamp
-                        check_sample(sample, now=now, max_future=max_future, max_age=max_age)
-                    else:
-                        check_head(node, ts, now=now, max_future=max_future, max_age=max_age)
-                    self._admit(node, ts, allowed_nodes)
+                    check_sample(sample, now=now, max_future=max_future, max_age=max_age)
+                    self._admit(sample.node, sample.timestamp, allowed_nodes)
                 except InvalidSample as exc:
                     late.reject(exc)
                     continue
-                last_time[node] = ts
-                if parts is None:
-                    change = scorer.observe(sample, now)
-                else:
-                    change = scorer.observe_values(node, ts, values, now, events=events, absent=absent)
+                last_time[sample.node] = sample.timestamp
+                change = observe(sample, now)
                 outcome.accepted += 1
                 if change is not None:
                     changes.append(change)

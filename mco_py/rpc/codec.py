@@ -13,11 +13,10 @@ Absence kinds travel in the model as a prefix of ``SignalReading.reason``
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Iterable, Mapping
 
 from mco_py.analysis.guard import RESOURCES, Action, GuardChange, GuardRules
-from mco_py.analysis.samples import MAX_VALUES, InvalidSample
+from mco_py.analysis.samples import InvalidSample
 from mco_py.analysis.workloads import QOS_CLASSES, WorkloadPod, valid_uid
 from mco_py.model import Sample, SignalReading
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
@@ -34,27 +33,6 @@ ABSENCE_LABELS: dict[pb.AbsenceKind.ValueType, str] = {
 
 NANOS = 1_000_000_000
 
-_new = object.__new__
-_slots = SignalReading.__dict__
-_set_name, _set_value, _set_backend, _set_reason, _set_events = (
-    _slots[f].__set__ for f in ("name", "value", "backend", "reason", "events")
-)
-
-
-def _present(name: str, value: float, backend: str, events: int | None) -> SignalReading:
-    """``SignalReading(name, value, backend, "", events)`` without the frozen-dataclass ``__init__``.
-
-    Ingest builds nine of these per sample; filling the slots directly costs about half.
-    Equality with the normal constructor is covered by the codec round-trip tests.
-    """
-    reading: SignalReading = _new(SignalReading)
-    _set_name(reading, name)
-    _set_value(reading, value)
-    _set_backend(reading, backend)
-    _set_reason(reading, "")
-    _set_events(reading, events)
-    return reading
-
 
 def _absence_reason(absent: pb.Absence) -> str:
     label = ABSENCE_LABELS.get(absent.kind)
@@ -63,78 +41,41 @@ def _absence_reason(absent: pb.Absence) -> str:
     return f"{label}: {absent.reason}" if absent.reason else label
 
 
+def _why_absent(msg: pb.Signal) -> str:
+    """The reason of a signal without a value; an unset oneof is "no value sent"."""
+    return _absence_reason(msg.absent) if msg.HasField("absent") else "no value sent"
+
+
 def signal_from_proto(msg: pb.Signal) -> SignalReading:
-    """One signal; an unset oneof is an absent signal with reason "unspecified"."""
+    """One signal: its value, or why it has none."""
     events = msg.events if msg.HasField("events") else None
-    which = msg.WhichOneof("value_or_absence")
-    if which == "value":
+    if msg.WhichOneof("value_or_absence") == "value":
         return SignalReading(name=msg.name, value=msg.value, backend=msg.backend, events=events)
-    if which == "absent":
-        return SignalReading(
-            name=msg.name, value=None, backend=msg.backend, reason=_absence_reason(msg.absent), events=events
-        )
-    return SignalReading(name=msg.name, value=None, backend=msg.backend, reason="no value sent", events=events)
+    return SignalReading(name=msg.name, value=None, backend=msg.backend, reason=_why_absent(msg), events=events)
 
 
 def sample_from_proto(msg: pb.Sample) -> Sample:
-    """Decode one sample.
+    """Decode one sample (the ingest hot path: every sample of every batch comes through here).
 
     Per-device readings of one signal (``device`` set, e.g. one ``bioLatencyP99Ms`` per
     disk) are detail: the node-level reading (no device) is the signal. Without one,
     the devices are folded into the worst (highest value), since the node is judged as
     a whole. The same signal twice for the same device raises ``duplicate_signal``.
     """
-    signals: dict[str, SignalReading] = {}
-    for raw in msg.signals:
-        name = raw.name
-        if name in signals:
-            # several readings of one signal: per-device series (rare), decoded carefully
-            return _sample_with_devices(msg)
-        # the common case stays tight: ingest decodes every signal of every sample
-        if raw.WhichOneof("value_or_absence") == "value":
-            signals[name] = _present(name, raw.value, raw.backend, raw.events if raw.HasField("events") else None)
-        else:
-            signals[name] = signal_from_proto(raw)
-    return Sample(node=msg.node, timestamp=msg.timestamp_unix_nanos / NANOS, signals=signals)
-
-
-SampleParts = tuple[str, float, dict[str, float], dict[str, int] | None, list[SignalReading]]
-"""What the scorer needs of a sample: node, time, present values, their event counts (None when no
-signal sent one), absent readings — see :meth:`mco_py.analysis.scoring.Scorer.observe_values`."""
-
-_LARGEST = sys.float_info.max  # as in check_sample: infinity is out of range
-
-
-def sample_parts(msg: pb.Sample) -> SampleParts | None:
-    """The ingest hot path: a sample's parts without a :class:`Sample` or a reading per present signal.
-
-    None when the sample must go the careful way (:func:`sample_from_proto`, then
-    :func:`~mco_py.analysis.samples.check_sample`), which decides how it is rejected: a
-    signal sent twice (per-device series or a duplicate), or a value that fails the range
-    check (negative, above its maximum, not finite). So a sample this accepts decodes to
-    the same sample and passes the same signal checks; node name and time are left to
-    :func:`~mco_py.analysis.samples.check_head`.
-    """
     values: dict[str, float] = {}
-    events: dict[str, int] | None = None
-    absent: list[SignalReading] = []
-    limits = MAX_VALUES
+    events: dict[str, int] = {}
+    absent: dict[str, str] = {}
     for raw in msg.signals:
         name = raw.name
+        if name in values or name in absent:
+            return _sample_with_devices(msg)  # several readings of one signal: rare, decoded carefully
         if raw.WhichOneof("value_or_absence") == "value":
-            value = raw.value
-            if name in values or not 0.0 <= value <= limits.get(name, _LARGEST):
-                return None
-            values[name] = value
+            values[name] = raw.value
             if raw.HasField("events"):
-                if events is None:
-                    events = {}
                 events[name] = raw.events
         else:
-            absent.append(signal_from_proto(raw))
-    if absent and (len({r.name for r in absent}) < len(absent) or any(r.name in values for r in absent)):
-        return None
-    return msg.node, msg.timestamp_unix_nanos / NANOS, values, events, absent
+            absent[name] = _why_absent(raw)
+    return Sample(msg.node, msg.timestamp_unix_nanos / NANOS, values, events, absent)
 
 
 def _sample_with_devices(msg: pb.Sample) -> Sample:
@@ -155,8 +96,7 @@ def _sample_with_devices(msg: pb.Sample) -> Sample:
         have = worst_device.get(name)
         if have is None or (reading.value is not None and (have.value is None or reading.value > have.value)):
             worst_device[name] = reading
-    signals = worst_device | node_level
-    return Sample(node=msg.node, timestamp=msg.timestamp_unix_nanos / NANOS, signals=signals)
+    return Sample.of(msg.node, msg.timestamp_unix_nanos / NANOS, (worst_device | node_level).values())
 
 
 def ack(sequence: int, accepted: int, rejected: int, reasons: Iterable[str] = ()) -> pb.Control:

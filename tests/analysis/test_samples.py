@@ -15,7 +15,7 @@ NOW = 1_800_000_000.0
 
 
 def one(name: str, value: float | None, *, node: str = "node-1", ts: float = NOW, events: int | None = None) -> Sample:
-    return Sample(node=node, timestamp=ts, signals={name: SignalReading(name, value, "procfs", events=events)})
+    return Sample.of(node, ts, [SignalReading(name, value, "procfs", events=events)])
 
 
 @pytest.mark.parametrize(

@@ -72,12 +72,10 @@ def rules(
 
 
 def sample(node: str, t: float, **values: float | None) -> Sample:
-    return Sample(
-        node=node,
-        timestamp=t,
-        signals={
-            k: SignalReading(k, v, "procfs", "" if v is not None else "unsupported: no PSI") for k, v in values.items()
-        },
+    return Sample.of(
+        node,
+        t,
+        (SignalReading(k, v, "procfs", "" if v is not None else "unsupported: no PSI") for k, v in values.items()),
     )
 
 
@@ -170,14 +168,7 @@ def test_absent_signal_drops_out_and_unknown_when_nothing_scorable() -> None:
 
 def test_min_events_keeps_quiet_windows_out_of_the_score() -> None:
     scorer = Scorer(rules())
-    quiet = Sample(
-        "n1",
-        T0,
-        {
-            "bioLatencyP99Ms": SignalReading("bioLatencyP99Ms", 100.0, "libbpf", events=3),
-            "psiIoSomeAvg10": SignalReading("psiIoSomeAvg10", 0.0, "procfs"),
-        },
-    )
+    quiet = Sample("n1", T0, {"bioLatencyP99Ms": 100.0, "psiIoSomeAvg10": 0.0}, {"bioLatencyP99Ms": 3})
     scorer.observe(quiet, T0)
     item = assessment(scorer, "n1", T0)
     assert item.score == 0
@@ -187,7 +178,7 @@ def test_min_events_keeps_quiet_windows_out_of_the_score() -> None:
     busy = dataclasses.replace(
         quiet,
         timestamp=T0 + 1,
-        signals={**quiet.signals, "bioLatencyP99Ms": SignalReading("bioLatencyP99Ms", 100.0, "libbpf", events=500)},
+        events={"bioLatencyP99Ms": 500},
     )
     scorer.observe(busy, T0 + 1)
     assert assessment(scorer, "n1", T0 + 1).score == 100, "judged now: the io dimension takes its worst signal"
@@ -471,7 +462,7 @@ def test_lazy_reasons_are_the_eager_ones_of_the_assessment_time(
         if "bioLatencyP99Ms" in signals:
             signals["bioLatencyP99Ms"] = dataclasses.replace(signals["bioLatencyP99Ms"], events=events)
         for scorer in (lazy, eager):
-            scorer.observe(Sample("n", now, signals), now)
+            scorer.observe(Sample.of("n", now, signals.values()), now)
         pairs.append((lazy.assess(now + 0.5, lazy_reasons=True)[0], eager.assess(now + 0.5)[0]))
     for got, expected in pairs:  # read only now: every node state has moved on since
         assert got == expected

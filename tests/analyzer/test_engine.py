@@ -16,12 +16,13 @@ from prometheus_client import CollectorRegistry
 from mco_py.analyzer.engine import FULL_COLLECTION_EVERY, Engine, Outcome, _gc_paused
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.writer import ReportLoop
-from mco_py.model import SIGNAL_NAMES, Sample, SignalReading
+from mco_py.model import SIGNAL_NAMES, Sample
 from mco_py.report.builder import ReportBuilder
 from mco_py.report.document import report_of
 from mco_py.report.size import Fitted
 from mco_py.store.file import FileReportStore
 from tests.contracts import crd_schema
+from tests.rpc import wire
 from tests.rules_fixtures import quick_rules
 
 T0 = 1_800_000_000.0
@@ -45,32 +46,32 @@ def make(budget: int | None = None) -> tuple[Engine, Clock, CollectorRegistry]:
 def sample(node: str, t: float, level: float = 1.0) -> Sample:
     """Every signal at ``level`` (LLC miss rate at level/100, no OOM kills): 90 is High, 1 is None."""
     values = {n: level for n in SIGNAL_NAMES} | {"llcMissRate": level / 100, "oomKills": 0.0}
-    return Sample(node, t, {n: SignalReading(n, v, "procfs") for n, v in values.items()})
+    return Sample(node, t, values)
 
 
 def test_forgotten_node_loses_its_series_and_stale_is_minus_one() -> None:
     engine, clock, registry = make()
-    engine.accept([sample("node-1", T0, 90.0), sample("node-2", T0)], Outcome())
+    wire.accept(engine, [sample("node-1", T0, 90.0), sample("node-2", T0)], Outcome())
     engine.build_report()
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) == 3
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1", "dimension": "io"}) == 3
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-2", "dimension": "io"}) == 0
     assert registry.get_sample_value("mco_analyzer_nodes") == 2
     clock.now = T0 + 31  # default staleAfterSeconds 30
-    engine.accept([sample("node-2", clock.now)], Outcome())
+    wire.accept(engine, [sample("node-2", clock.now)], Outcome())
     report = report_of(engine.build_report().status)
     assert report.node("node-1").level.value == "Unknown"  # type: ignore[union-attr]
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) == -1
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1", "dimension": "cpu"}) == -1
     clock.now = T0 + 601  # default forgetAfterSeconds 600
-    engine.accept([sample("node-2", clock.now)], Outcome())
+    wire.accept(engine, [sample("node-2", clock.now)], Outcome())
     report = report_of(engine.build_report().status)
     assert [n.name for n in report.nodes] == ["node-2"]
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1"}) is None
     assert registry.get_sample_value("mco_node_interference_score", {"node": "node-1"}) is None
     assert registry.get_sample_value("mco_node_interference_level", {"node": "node-1", "dimension": "io"}) is None
     # once forgotten, the node may come back with any timestamp order
-    engine.accept([sample("node-1", clock.now - 10)], Outcome())
+    wire.accept(engine, [sample("node-1", clock.now - 10)], Outcome())
     assert report_of(engine.build_report().status).node("node-1") is not None
 
 
@@ -79,10 +80,10 @@ def test_write_failure_is_counted_and_scoring_goes_on(tmp_path: Path) -> None:
     blocker = tmp_path / "state"
     blocker.write_text("a file where the directory should be")
     loop = ReportLoop(engine, FileReportStore(blocker / "report.json"))
-    engine.accept([sample("node-1", T0)], Outcome())
+    wire.accept(engine, [sample("node-1", T0)], Outcome())
     assert not loop.tick()
     clock.now += 1
-    engine.accept([sample("node-2", clock.now)], Outcome())
+    wire.accept(engine, [sample("node-2", clock.now)], Outcome())
     assert not loop.tick()
     assert registry.get_sample_value("mco_analyzer_report_write_errors_total") == 2
     blocker.unlink()
@@ -119,7 +120,7 @@ def test_the_previous_report_is_released_after_the_new_one_is_written(tmp_path: 
     real_build = engine.build_report
     engine.build_report = build  # type: ignore[method-assign]
     loop = ReportLoop(engine, Store(tmp_path / "r.json"))
-    engine.accept([sample("node-1", T0)], Outcome())
+    wire.accept(engine, [sample("node-1", T0)], Outcome())
     assert loop.tick()
     assert loop.tick()
     assert alive_at_write == [False, True]  # the first tick has no previous report
@@ -131,7 +132,7 @@ def test_follower_builds_but_does_not_write(tmp_path: Path) -> None:
     engine, _, registry = make()
     leader = False
     loop = ReportLoop(engine, FileReportStore(tmp_path / "r.json"), is_leader=lambda: leader)
-    engine.accept([sample("node-1", T0, 90.0)], Outcome())
+    wire.accept(engine, [sample("node-1", T0, 90.0)], Outcome())
     assert not loop.tick()
     assert not (tmp_path / "r.json").exists()
     assert registry.get_sample_value("mco_analyzer_leader") == 0
@@ -143,7 +144,7 @@ def test_follower_builds_but_does_not_write(tmp_path: Path) -> None:
 
 def test_size_budget_drops_detail_and_reports_it(tmp_path: Path) -> None:
     engine, _, registry = make(budget=20_000)
-    engine.accept([sample(f"node-{i:03d}", T0, 60.0 if i % 10 == 0 else 1.0) for i in range(200)], Outcome())
+    wire.accept(engine, [sample(f"node-{i:03d}", T0, 60.0 if i % 10 == 0 else 1.0) for i in range(200)], Outcome())
     fitted = engine.build_report()
     assert fitted.detail_dropped > 0
     assert fitted.size <= 20_000
@@ -157,7 +158,7 @@ def test_size_budget_drops_detail_and_reports_it(tmp_path: Path) -> None:
 
 def test_build_report_leaves_the_gc_as_it_found_it() -> None:
     engine, clock, _ = make()
-    engine.accept([sample("n1", clock.now)], Outcome())
+    wire.accept(engine, [sample("n1", clock.now)], Outcome())
     assert gc.isenabled()
     with _gc_paused():
         assert not gc.isenabled()
@@ -180,10 +181,10 @@ def test_build_report_leaves_the_gc_as_it_found_it() -> None:
 def test_repeated_reports_equal_a_fresh_engine_report() -> None:
     engine, clock, _ = make(budget=3000)
     names = [f"n{i}" for i in range(8)]
-    engine.accept([sample(n, clock.now, level=10.0 * i) for i, n in enumerate(names)], Outcome())
+    wire.accept(engine, [sample(n, clock.now, level=10.0 * i) for i, n in enumerate(names)], Outcome())
     first = engine.build_report()
     clock.now += 1
-    engine.accept([sample("n3", clock.now, level=90.0)], Outcome())
+    wire.accept(engine, [sample("n3", clock.now, level=90.0)], Outcome())
     second = engine.build_report()
     engine._scorer.drop_kept_assessments()
     reference = ReportBuilder(3000).build(engine._scorer.report(clock.now, identity=engine.identity)[0])
@@ -220,7 +221,7 @@ def test_a_level_change_is_reported_min_interval_after_the_previous_report(tmp_p
     engine, clock, _ = make()
     path = tmp_path / "r.json"
     loop = ReportLoop(engine, FileReportStore(path), interval=30.0, min_interval=min_interval)
-    engine.accept([sample("node-1", T0, 1.0)], Outcome())
+    wire.accept(engine, [sample("node-1", T0, 1.0)], Outcome())
     loop.start()
     try:
         deadline = time.monotonic() + 10
@@ -228,7 +229,7 @@ def test_a_level_change_is_reported_min_interval_after_the_previous_report(tmp_p
             time.sleep(0.01)
         assert _level_in(path, "node-1") == "None"
         clock.now += 1
-        engine.accept([sample("node-1", clock.now, 90.0)], Outcome())  # None -> High
+        wire.accept(engine, [sample("node-1", clock.now, 90.0)], Outcome())  # None -> High
         deadline = time.monotonic() + (10 if min_interval else 0.5)
         while _level_in(path, "node-1") != "High" and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -3,9 +3,8 @@
 Arbitrary wire bytes and arbitrary well-formed messages (names of any length and alphabet,
 timestamps from the distant past to the far future, NaN and infinities, duplicate and
 unknown signals, undefined enum values) go through ``Engine.accept_messages`` (the ingest
-hot path). Nothing may raise, every sample is accepted or rejected exactly once, the node
-table stays within its bound, and the fast path agrees with decoding each message and
-passing it to ``Engine.accept``.
+hot path). Nothing may raise, every sample is accepted or rejected exactly once, and the
+node table stays within its bound.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from tests.rules_fixtures import quick_rules
 
 from .test_engine import T0, Clock
-from .test_ingest_paths import plain
 
 MAX_NODES = 8
 NANOS = 1_000_000_000
@@ -90,14 +88,12 @@ def engine() -> Engine:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=st.lists(st.lists(samples, max_size=12), min_size=1, max_size=4))
-def test_any_messages_are_accepted_or_rejected_once_and_both_paths_agree(batches: list[list[pb.Sample]]) -> None:
-    fast, careful = engine(), engine()
+def test_any_messages_are_accepted_or_rejected_once(batches: list[list[pb.Sample]]) -> None:
+    fast = engine()
     for batch in batches:
         got = fast.accept_messages(batch, Outcome())
-        want = plain(careful, batch, None)
         assert got.accepted + got.rejected == len(batch)
         assert sum(got.counts.values()) == got.rejected
-        assert (got.accepted, got.counts) == (want.accepted, want.counts)
         assert all(len(message) <= 512 for message in got.reasons.values())
     assert len(fast._last_time) <= MAX_NODES
     report = report_of(fast.build_report().status)  # what was scored can be reported

@@ -12,6 +12,7 @@ from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.obs.logging import OnceFilter, RateLimit
 from mco_py.report.document import report_of
+from tests.rpc import wire
 from tests.rules_fixtures import quick_rules
 
 from .test_engine import T0, Clock, sample
@@ -63,17 +64,17 @@ def make(max_nodes: int) -> tuple[Engine, Clock, CollectorRegistry]:
 def test_a_flood_of_made_up_names_locks_new_nodes_out_only_until_they_go_stale(caplog) -> None:
     """staleAfterSeconds is 30 in quick_rules; forgetAfterSeconds is far longer."""
     engine, clock, registry = make(max_nodes=50)
-    engine.accept([sample("real-1", T0)], Outcome())
-    flood = engine.accept([sample(f"fake-{i}", T0) for i in range(200)], Outcome())
+    wire.accept(engine, [sample("real-1", T0)], Outcome())
+    flood = wire.accept(engine, [sample(f"fake-{i}", T0) for i in range(200)], Outcome())
     assert flood.counts == {"too_many_nodes": 151}
     clock.now = T0 + 10
-    engine.accept([sample("real-1", clock.now)], Outcome())
-    locked = engine.accept([sample("real-2", clock.now)], Outcome())
+    wire.accept(engine, [sample("real-1", clock.now)], Outcome())
+    locked = wire.accept(engine, [sample("real-2", clock.now)], Outcome())
     assert locked.counts == {"too_many_nodes": 1}  # the flood is not stale yet
     clock.now = T0 + 31
-    engine.accept([sample("real-1", clock.now)], Outcome())
+    wire.accept(engine, [sample("real-1", clock.now)], Outcome())
     with caplog.at_level(logging.WARNING):
-        admitted = engine.accept([sample("real-2", clock.now)], Outcome())
+        admitted = wire.accept(engine, [sample("real-2", clock.now)], Outcome())
     assert admitted.accepted == 1
     assert registry.get_sample_value("mco_analyzer_nodes_evicted_total") == 49
     assert "node table full" in caplog.text
@@ -83,9 +84,9 @@ def test_a_flood_of_made_up_names_locks_new_nodes_out_only_until_they_go_stale(c
 
 def test_a_full_table_is_scanned_at_most_once_a_second() -> None:
     engine, clock, _registry = make(max_nodes=10)
-    engine.accept([sample(f"node-{i}", T0) for i in range(10)], Outcome())
+    wire.accept(engine, [sample(f"node-{i}", T0) for i in range(10)], Outcome())
     clock.now = T0 + 31
-    engine.accept([sample(f"node-{i}", clock.now) for i in range(10)], Outcome())  # all fresh again
+    wire.accept(engine, [sample(f"node-{i}", clock.now) for i in range(10)], Outcome())  # all fresh again
     calls = 0
     original = engine._scorer.forget_silent
 
@@ -95,13 +96,13 @@ def test_a_full_table_is_scanned_at_most_once_a_second() -> None:
         return original(now, silent_for)
 
     engine._scorer.forget_silent = counting  # type: ignore[method-assign]
-    outcome = engine.accept([sample(f"new-{i}", clock.now) for i in range(1000)], Outcome())
+    outcome = wire.accept(engine, [sample(f"new-{i}", clock.now) for i in range(1000)], Outcome())
     assert outcome.counts == {"too_many_nodes": 1000}
     assert calls == 1
 
 
 def test_samples_from_the_future_are_refused_beyond_ten_seconds() -> None:
     engine, _clock, _ = make(max_nodes=10)
-    ahead = engine.accept([sample("node-1", T0 + 11)], Outcome())
+    ahead = wire.accept(engine, [sample("node-1", T0 + 11)], Outcome())
     assert ahead.counts == {"future_timestamp": 1}
-    assert engine.accept([sample("node-1", T0 + 5)], Outcome()).accepted == 1
+    assert wire.accept(engine, [sample("node-1", T0 + 5)], Outcome()).accepted == 1

@@ -23,9 +23,10 @@ from mco_py.errors import ReportNotFound, StoreUnavailable
 from mco_py.kube.client import load_api_client
 from mco_py.kube.lease import LeaseElector
 from mco_py.kube.rules import INVALID_RULES_REASON, ConfigMapRulesSource
-from mco_py.model import GROUP, PLURAL, VERSION, Level, NodeAssessment, Report, Sample, SignalReading
+from mco_py.model import GROUP, PLURAL, VERSION, Level, NodeAssessment, Report, Sample
 from mco_py.store.kube import KubeReportStore
 from tests.contracts import crd_schema
+from tests.rpc import wire
 from tests.rules_fixtures import SIGNAL, quick_rules, quick_rules_text
 
 NS = "mco-system"
@@ -84,18 +85,18 @@ def test_store_rereads_and_retries_on_conflict(api: client.ApiClient, kube_api: 
 
 
 def sample(node: str, psi: float) -> Sample:
-    return Sample(node, time.time(), {SIGNAL: SignalReading(SIGNAL, psi, "procfs")})
+    return Sample(node, time.time(), {SIGNAL: psi})
 
 
 def test_api_down_then_up_scoring_goes_on_and_report_catches_up(api: client.ApiClient, kube_api: Any) -> None:
     registry = CollectorRegistry()
     engine = Engine(quick_rules(), metrics=AnalyzerMetrics(registry), identity="a1")
     loop = ReportLoop(engine, KubeReportStore(api, backoff_seconds=0.01, request_timeout=30), interval=0.1)
-    engine.accept([sample("node-1", 5.0)], Outcome())
+    wire.accept(engine, [sample("node-1", 5.0)], Outcome())
     assert loop.tick()
     kube_api.go_down()
     try:
-        engine.accept([sample("node-2", 90.0)], Outcome())
+        wire.accept(engine, [sample("node-2", 90.0)], Outcome())
         assert not loop.tick()
         assert not loop.tick()
         assert registry.get_sample_value("mco_analyzer_report_write_errors_total") == 2
@@ -226,7 +227,7 @@ def test_only_the_leader_writes(api: client.ApiClient) -> None:
     electors = {}
     for name in ("a", "b"):
         engine = Engine(quick_rules(), metrics=AnalyzerMetrics(CollectorRegistry()), identity=name)
-        engine.accept([sample("node-1", 90.0)], Outcome())  # both get the same stream: warm state
+        wire.accept(engine, [sample("node-1", 90.0)], Outcome())  # both get the same stream: warm state
         elector = clock.elector(api, name)
         electors[name] = elector
         engines[name] = engine

@@ -23,7 +23,7 @@ import pytest
 
 from mco_py.analyzer.main import add_arguments, load_settings
 from mco_py.errors import ConfigError
-from mco_py.model import Sample, SignalReading
+from mco_py.model import Sample
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from tests.contracts import crd_schema
 from tests.rpc import wire
@@ -123,7 +123,7 @@ def standalone(tmp_path: Path) -> Iterator[tuple[Process, Path, Path]]:
 
 
 def send(port: int, node: str, psi: float, seq: int) -> None:
-    sample = Sample(node, time.time(), {SIGNAL: SignalReading(SIGNAL, psi, "procfs")})
+    sample = Sample(node, time.time(), {SIGNAL: psi})
     with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
         replies = list(
             pb_grpc.AnalyzerStub(ch).StreamSamples(

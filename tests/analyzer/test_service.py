@@ -18,7 +18,7 @@ from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.service import TLSFiles, create_server, transport_limit
 from mco_py.errors import ConfigError
-from mco_py.model import Level, Sample, SignalReading
+from mco_py.model import Level, Sample
 from mco_py.report.document import report_of
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
@@ -48,12 +48,8 @@ def analyzer() -> Iterator[Analyzer]:
     a.server.stop(0)
 
 
-def reading(name: str, value: float) -> SignalReading:
-    return SignalReading(name, value, "procfs")
-
-
 def good(node: str, psi: float = 10.0, *, t: float | None = None) -> Sample:
-    return Sample(node, time.time() if t is None else t, {SIGNAL: reading(SIGNAL, psi)})
+    return Sample(node, time.time() if t is None else t, {SIGNAL: psi})
 
 
 def stream(channel: grpc.Channel, batches: list[pb.SampleBatch], **kw: object) -> list[pb.Control]:
@@ -102,9 +98,9 @@ def test_good_and_bad_samples_in_one_batch_are_acked_separately(analyzer: Analyz
     now = time.time()
     samples = [
         good("node-a", 60.0),
-        Sample("node-b", now, {SIGNAL: reading(SIGNAL, float("nan"))}),
-        Sample("node-c", now, {SIGNAL: reading(SIGNAL, 120.0)}),
-        Sample("node-d", now, {"llcMissRate": reading("llcMissRate", 1.5)}),
+        Sample("node-b", now, {SIGNAL: float("nan")}),
+        Sample("node-c", now, {SIGNAL: 120.0}),
+        Sample("node-d", now, {"llcMissRate": 1.5}),
         Sample("Bad_Name", now, {}),
         Sample("x" * 300, now, {}),
         Sample("node-e", now + 3600, {}),
@@ -295,7 +291,7 @@ def test_unknown_signals_are_ignored_and_nodes_are_capped() -> None:
     a.engine.max_nodes = 3
     try:
         now = time.time()
-        odd = Sample("node-0", now, {f"futureSignal{i}": reading(f"futureSignal{i}", 1e9) for i in range(50)})
+        odd = Sample("node-0", now, {f"futureSignal{i}": 1e9 for i in range(50)})
         batch = wire.batch_to_proto([odd, *(good(f"node-{i}") for i in range(1, 5))], collector="c", sequence=1)
         with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch:
             (reply,) = stream(ch, [batch])

@@ -19,7 +19,7 @@ import grpc
 import pytest
 import yaml
 
-from mco_py.model import Sample, SignalReading
+from mco_py.model import Sample
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from tests.cluster.build import BuildError, binaries, volcano_crds
 from tests.cluster.cluster import RealCluster, extender_config, free_port, volcano_conf
@@ -206,7 +206,7 @@ class Env:
     def send(self, node: str, **values: float) -> None:
         """One sample for ``node`` to the analyzer, as a collector streams it."""
         self.sequence += 1
-        sample = Sample(node, time.time(), {k: SignalReading(k, v, "procfs") for k, v in values.items()})
+        sample = Sample(node, time.time(), dict(values))
         with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as channel:
             replies = list(
                 pb_grpc.AnalyzerStub(channel).StreamSamples(

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from mco_py.doctor.cluster_checks import CLOCK_SLACK_S
-from mco_py.model import Sample, SignalReading
+from mco_py.model import Sample
 from mco_py.rpc.analyzer.v1.analyzer_pb2 import Control, GuardAction
 from mco_py.rpc.analyzer.v1.analyzer_pb2_grpc import AnalyzerStub
 from tests.cluster.cluster import free_port, volcano_conf
@@ -257,7 +257,7 @@ def test_guard_pods_with_the_analyzers_own_token_and_the_rights_taken_back(env: 
                              limit_before=1.0, limit=0.5, pressure=42.0, cpus=2)  # fmt: skip
 
         def one_batch() -> list[Control]:
-            sample = Sample("node-1", time.time(), {"psiCpuSomeRate": SignalReading("psiCpuSomeRate", 1.0, "procfs")})
+            sample = Sample("node-1", time.time(), {"psiCpuSomeRate": 1.0})
             batch = wire.batch_to_proto([sample], collector="node-1", sequence=1)
             batch.guard_actions.append(change)
             with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:

@@ -171,7 +171,7 @@ def _builds_equal_from_scratch(ops: list[tuple[Any, ...]], *, lazy: bool) -> Non
                 for k, v in values.items()
             }
             for scorer in (cached, scratch):
-                scorer.observe(Sample(node, t, signals), now)
+                scorer.observe(Sample.of(node, t, signals.values()), now)
         elif op[0] == "wait":
             now += op[1]
         elif op[0] == "rules":
@@ -203,9 +203,9 @@ def test_unchanged_entries_are_reused_and_changed_ones_rebuilt() -> None:
     builder = ReportBuilder()
     now = 1_800_000_000.0
     for name in NODE_NAMES:
-        scorer.observe(Sample(name, now, {"psiCpuSomeAvg10": SignalReading("psiCpuSomeAvg10", 3.0)}), now)
+        scorer.observe(Sample(name, now, {"psiCpuSomeAvg10": 3.0}), now)
     first = builder.build(scorer.report(now, identity="a")[0]).status
-    scorer.observe(Sample("node-2", now + 1, {"psiCpuSomeAvg10": SignalReading("psiCpuSomeAvg10", 90.0)}), now + 1)
+    scorer.observe(Sample("node-2", now + 1, {"psiCpuSomeAvg10": 90.0}), now + 1)
     second = builder.build(scorer.report(now + 1, identity="a")[0]).status
     assert second["nodes"][0] is first["nodes"][0]
     assert second["nodes"][2] is not first["nodes"][2]

@@ -37,12 +37,12 @@ readings = st.builds(
     items=st.lists(readings, max_size=9, unique_by=lambda r: r.name),
 )
 def test_round_trip_model_proto_model(node: str, ts_ms: int, items: list[SignalReading]) -> None:
-    sample = Sample(node=node, timestamp=ts_ms / 1000, signals={r.name: r for r in items})
+    sample = Sample.of(node, ts_ms / 1000, items)
     data = wire.sample_to_proto(sample).SerializeToString()
     back = codec.sample_from_proto(pb.Sample.FromString(data))
     assert back.node == sample.node
     assert math.isclose(back.timestamp, sample.timestamp, abs_tol=1e-6)
-    assert dict(back.signals) == dict(sample.signals)
+    assert (back.values, back.events, back.absent) == (sample.values, sample.events, sample.absent)
 
 
 def test_absence_kind_travels_as_reason_prefix() -> None:
@@ -60,9 +60,8 @@ def test_absence_kind_travels_as_reason_prefix() -> None:
 def test_zero_is_a_value_and_missing_oneof_is_absent() -> None:
     s = pb.Sample(node="n", signals=[pb.Signal(name="oomKills", value=0.0), pb.Signal(name="psiIoSomeAvg10")])
     sample = codec.sample_from_proto(s)
-    assert sample.signals["oomKills"].value == 0.0
-    assert sample.signals["psiIoSomeAvg10"].value is None
-    assert sample.signals["psiIoSomeAvg10"].reason == "no value sent"
+    assert sample.values == {"oomKills": 0.0}
+    assert sample.absent == {"psiIoSomeAvg10": "no value sent"}
 
 
 def test_per_device_readings_fold_to_the_worst() -> None:
@@ -74,8 +73,8 @@ def test_per_device_readings_fold_to_the_worst() -> None:
             pb.Signal(name="bioLatencyP99Ms", device="vdc", absent=pb.Absence(kind=pb.ABSENCE_KIND_INSUFFICIENT_DATA)),
         ],
     )
-    reading = codec.sample_from_proto(s).signals["bioLatencyP99Ms"]
-    assert (reading.value, reading.events) == (30.0, 50)
+    sample = codec.sample_from_proto(s)
+    assert (sample.values, sample.events, sample.absent) == ({"bioLatencyP99Ms": 30.0}, {"bioLatencyP99Ms": 50}, {})
 
 
 def test_node_level_reading_wins_over_per_device_detail() -> None:
@@ -87,8 +86,8 @@ def test_node_level_reading_wins_over_per_device_detail() -> None:
             pb.Signal(name="bioLatencyP99Ms", device="vdb", value=30.0, events=50),
         ],
     )
-    reading = codec.sample_from_proto(s).signals["bioLatencyP99Ms"]
-    assert (reading.value, reading.events) == (4.0, 150)
+    sample = codec.sample_from_proto(s)
+    assert (sample.values, sample.events) == ({"bioLatencyP99Ms": 4.0}, {"bioLatencyP99Ms": 150})
 
 
 @pytest.mark.parametrize("device", ["", "vda"])

@@ -1,11 +1,12 @@
-"""Model samples encoded for the stream, as a collector would send them (tests and benches
-speak in model samples; the collector itself encodes its own, :mod:`mco_py.collector.stream`).
-The inverse of :func:`mco_py.rpc.codec.sample_from_proto`."""
+"""Model samples encoded for the stream, as a collector would send them, and handed to an
+engine that way (tests and benches speak in model samples; the collector encodes its own,
+:mod:`mco_py.collector.stream`). The inverse of :func:`mco_py.rpc.codec.sample_from_proto`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.model import Sample, SignalReading
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.codec import ABSENCE_LABELS, NANOS
@@ -13,29 +14,40 @@ from mco_py.rpc.codec import ABSENCE_LABELS, NANOS
 _LABEL_KINDS = {label: kind for kind, label in ABSENCE_LABELS.items()}
 
 
+def _absence(reason: str) -> pb.Absence:
+    label, sep, rest = reason.partition(": ")
+    kind = _LABEL_KINDS.get(label if sep else reason)
+    if kind is None:
+        return pb.Absence(kind=pb.ABSENCE_KIND_UNSPECIFIED, reason=reason)
+    return pb.Absence(kind=kind, reason=rest if sep else "")
+
+
 def signal_to_proto(reading: SignalReading, *, device: str = "") -> pb.Signal:
-    """Encode one reading (the inverse of :func:`signal_from_proto`)."""
+    """Encode one reading (the inverse of :func:`~mco_py.rpc.codec.signal_from_proto`)."""
     msg = pb.Signal(name=reading.name, device=device, backend=reading.backend)
     if reading.events is not None:
         msg.events = reading.events
     if reading.value is not None:
         msg.value = reading.value
-        return msg
-    label, sep, rest = reading.reason.partition(": ")
-    kind = _LABEL_KINDS.get(label if sep else reading.reason)
-    if kind is None:
-        msg.absent.CopyFrom(pb.Absence(kind=pb.ABSENCE_KIND_UNSPECIFIED, reason=reading.reason))
     else:
-        msg.absent.CopyFrom(pb.Absence(kind=kind, reason=rest if sep else ""))
+        msg.absent.CopyFrom(_absence(reading.reason))
     return msg
 
 
 def sample_to_proto(sample: Sample, *, interval_ms: int = 0) -> pb.Sample:
     """Encode one sample for the stream."""
+    signals = []
+    for name, value in sample.values.items():
+        msg = pb.Signal(name=name, value=value)
+        count = sample.events.get(name)
+        if count is not None:
+            msg.events = count
+        signals.append(msg)
+    signals += [pb.Signal(name=name, absent=_absence(reason)) for name, reason in sample.absent.items()]
     return pb.Sample(
         node=sample.node,
         timestamp_unix_nanos=round(sample.timestamp * NANOS),
-        signals=[signal_to_proto(r) for r in sample.signals.values()],
+        signals=signals,
         interval_ms=interval_ms,
     )
 
@@ -57,3 +69,10 @@ def batch_to_proto(
         samples=[sample_to_proto(s, interval_ms=interval_ms) for s in samples],
         dropped_since_last=dropped_since_last,
     )
+
+
+def accept(
+    engine: Engine, samples: Iterable[Sample], outcome: Outcome | None = None, **kwargs: frozenset[str] | None
+) -> Outcome:
+    """``samples`` sent to ``engine`` as a collector's stream sends them."""
+    return engine.accept_messages([sample_to_proto(s) for s in samples], outcome or Outcome(), **kwargs)

@@ -1,26 +1,26 @@
-"""The ingest hot path (``Engine.accept_messages``) against the plain one (decode every sample, then ``accept``).
+"""Decoding a sample (``codec.sample_from_proto``, the ingest hot path) against the plain way.
 
-Hypothesis builds protobuf batches with everything the careful path exists for: repeated
-signals and per-device series, absent and unset values, event counts below ``minEvents``,
-values out of range or not finite, unknown signal names, bad node names, clock skew,
-reordered samples and nodes the client certificate does not allow. Both paths must give
-the same acks (counts and reasons, in order), the same metrics and the same reports.
+Hypothesis builds protobuf samples with everything the careful path exists for: repeated
+signals and per-device series, absent and unset values, event counts, values out of range
+or not finite, unknown signal names and bad node names. Both must give the same sample, or
+refuse it for the same reason.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from collections.abc import Mapping
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from mco_py.analysis.rules import DetectionRules, Smoothing, default_rules
-from mco_py.analysis.samples import REJECT_REASONS, InvalidSample
+from mco_py.analysis.rules import DetectionRules, default_rules
+from mco_py.analysis.samples import InvalidSample
 from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.analyzer.metrics import AnalyzerMetrics
-from mco_py.model import SIGNAL_NAMES
+from mco_py.model import SIGNAL_NAMES, Sample, SignalReading
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from tests.analyzer.test_engine import T0, Clock
@@ -80,55 +80,57 @@ batches = st.lists(
 )
 
 
+def plain_decode(msg: pb.Sample) -> Sample:
+    """The sample of ``msg`` decoded the plain way: every signal read as a reading, devices folded."""
+    seen: set[tuple[str, str]] = set()
+    node_level: dict[str, SignalReading] = {}
+    devices: dict[str, list[SignalReading]] = {}
+    for raw in msg.signals:
+        if (raw.name, raw.device) in seen:
+            raise InvalidSample("duplicate_signal", "twice")
+        seen.add((raw.name, raw.device))
+        reading = codec.signal_from_proto(raw)
+        if raw.device:
+            devices.setdefault(raw.name, []).append(reading)
+        else:
+            node_level[raw.name] = reading
+    readings = []
+    for name, found in devices.items():
+        if name not in node_level:
+            present = [r for r in found if r.value is not None]
+            # the worst device: the highest value (the first of equals), else the first absent one
+            readings.append(max(present, key=lambda r: r.value or 0.0) if present else found[0])
+    readings += node_level.values()
+    return Sample.of(msg.node, msg.timestamp_unix_nanos / 1e9, readings)
+
+
+@settings(max_examples=500, deadline=None)
+@given(msg=samples())
+def test_decoding_equals_the_plain_decode(msg: pb.Sample) -> None:
+    refused: str | None = None
+    try:
+        want = plain_decode(msg)
+    except InvalidSample as exc:
+        refused = exc.reason
+    if refused is not None:
+        with pytest.raises(InvalidSample) as raised:
+            codec.sample_from_proto(msg)
+        assert raised.value.reason == refused
+        return
+    got = codec.sample_from_proto(msg)
+    assert (got.node, got.timestamp) == (want.node, want.timestamp)
+    assert _same(got.values, want.values)
+    assert (got.events, got.absent) == (want.events, want.absent)
+
+
+def _same(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
+    """Equal, NaN equal to NaN."""
+    return a.keys() == b.keys() and all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a)
+
+
 def make(rules: DetectionRules, clock: Clock) -> tuple[Engine, CollectorRegistry]:
     registry = CollectorRegistry()
     return Engine(rules, metrics=AnalyzerMetrics(registry), identity="t", clock=clock, max_nodes=3), registry
-
-
-def plain(engine: Engine, messages: list[pb.Sample], allowed: frozenset[str] | None) -> Outcome:
-    """What the servicer did before the hot path: decode the whole batch, then accept."""
-    outcome = Outcome()
-    decoded = []
-    for raw in messages:
-        try:
-            decoded.append(codec.sample_from_proto(raw))
-        except InvalidSample as exc:
-            outcome.reject(exc)
-    return engine.accept(decoded, outcome, allowed_nodes=allowed)
-
-
-def counted(registry: CollectorRegistry) -> dict[str, float]:
-    out = {
-        "accepted": registry.get_sample_value("mco_analyzer_samples_total", {"result": "accepted", "reason": "none"})
-    }
-    for reason in REJECT_REASONS:
-        out[reason] = registry.get_sample_value("mco_analyzer_samples_total", {"result": "rejected", "reason": reason})
-    return {k: v or 0.0 for k, v in out.items()}
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    batches=batches,
-    window=st.booleans(),
-    allowed=st.sampled_from([None, frozenset({"node-a", "node-b"})]),
-)
-def test_hot_path_equals_decode_then_accept(
-    batches: list[tuple[list[pb.Sample], float]], window: bool, allowed: frozenset[str] | None
-) -> None:
-    rules = default_rules()
-    if window:
-        rules = dataclasses.replace(rules, smoothing=Smoothing(method="window", window=3))
-    clock = Clock()
-    fast, fast_registry = make(rules, clock)
-    slow, slow_registry = make(rules, clock)
-    for messages, advance in batches:
-        clock.now += advance
-        got = fast.accept_messages(messages, Outcome(), allowed_nodes=allowed)
-        want = plain(slow, messages, allowed)
-        assert (got.accepted, got.rejected, got.counts) == (want.accepted, want.rejected, want.counts)
-        assert list(got.reasons.items()) == list(want.reasons.items())
-        assert fast.build_report().status == slow.build_report().status
-    assert counted(fast_registry) == counted(slow_registry)
 
 
 def test_hot_path_scores_the_usual_sample_and_rejects_the_rest() -> None:
