@@ -74,7 +74,9 @@ def encoded_batches(nodes: int, rounds: int, per_batch: int, t0: float) -> list[
         for start in range(0, nodes, per_batch):
             seq += 1
             samples = [realistic(i, t0 + r * 0.001, rng) for i in range(start, min(nodes, start + per_batch))]
-            out.append(wire.batch_to_proto(samples, collector="sim", sequence=seq).SerializeToString())
+            out.append(
+                wire.batch_to_proto(samples, collector="sim", sequence=seq, backend="procfs").SerializeToString()
+            )
     return out
 
 
@@ -180,7 +182,7 @@ def bench_report(nodes: int, repeats: int = 5, *, fresh: bool = False) -> dict[s
             ingest = 0.0
             if fresh:
                 t = time.time() + 1 + k * 0.001
-                messages = [wire.sample_to_proto(realistic(i, t, rng)) for i in range(nodes)]
+                messages = [wire.sample_to_proto(realistic(i, t, rng), backend="procfs") for i in range(nodes)]
                 p0 = time.process_time()
                 engine.accept_messages(messages, Outcome())  # decode, check, score: no gRPC
                 ingest = time.process_time() - p0

@@ -34,16 +34,16 @@ def signal_to_proto(reading: SignalReading, *, device: str = "") -> pb.Signal:
     return msg
 
 
-def sample_to_proto(sample: Sample, *, interval_ms: int = 0) -> pb.Sample:
-    """Encode one sample for the stream."""
+def sample_to_proto(sample: Sample, *, interval_ms: int = 0, backend: str = "") -> pb.Sample:
+    """Encode one sample for the stream (``backend``: named in every signal, as collectors do)."""
     signals = []
     for name, value in sample.values.items():
-        msg = pb.Signal(name=name, value=value)
+        msg = pb.Signal(name=name, value=value, backend=backend)
         count = sample.events.get(name)
         if count is not None:
             msg.events = count
         signals.append(msg)
-    signals += [pb.Signal(name=name, absent=_absence(reason)) for name, reason in sample.absent.items()]
+    signals += [pb.Signal(name=n, backend=backend, absent=_absence(why)) for n, why in sample.absent.items()]
     return pb.Sample(
         node=sample.node,
         timestamp_unix_nanos=round(sample.timestamp * NANOS),
@@ -60,13 +60,14 @@ def batch_to_proto(
     collector_version: str = "",
     dropped_since_last: int = 0,
     interval_ms: int = 0,
+    backend: str = "",
 ) -> pb.SampleBatch:
     """A batch of samples (possibly for several nodes)."""
     return pb.SampleBatch(
         collector=collector,
         collector_version=collector_version,
         sequence=sequence,
-        samples=[sample_to_proto(s, interval_ms=interval_ms) for s in samples],
+        samples=[sample_to_proto(s, interval_ms=interval_ms, backend=backend) for s in samples],
         dropped_since_last=dropped_since_last,
     )
 
