@@ -206,7 +206,8 @@ class Engine:
             )
 
     def count(self, outcome: Outcome) -> None:
-        """Add ``outcome`` to the sample counters (done once per batch by :meth:`accept`)."""
+        """Add ``outcome`` to the sample counters (once per batch: :meth:`accept_messages`, or the
+        servicer for a batch it drops whole)."""
         if outcome.accepted:
             self.metrics.samples.labels("accepted", "none").inc(outcome.accepted)
         for reason, n in outcome.counts.items():

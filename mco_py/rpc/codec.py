@@ -96,7 +96,10 @@ def _sample_with_devices(msg: pb.Sample) -> Sample:
         have = worst_device.get(name)
         if have is None or (reading.value is not None and (have.value is None or reading.value > have.value)):
             worst_device[name] = reading
-    return Sample.of(msg.node, msg.timestamp_unix_nanos / NANOS, (worst_device | node_level).values())
+    # in the order the signals first came, as the fast loop of sample_from_proto keeps them
+    first = dict.fromkeys(raw.name for raw in msg.signals)
+    readings = (node_level.get(name) or worst_device[name] for name in first)
+    return Sample.of(msg.node, msg.timestamp_unix_nanos / NANOS, readings)
 
 
 def ack(sequence: int, accepted: int, rejected: int, reasons: Iterable[str] = ()) -> pb.Control:

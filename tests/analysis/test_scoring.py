@@ -472,7 +472,6 @@ def test_lazy_reasons_are_the_eager_ones_of_the_assessment_time(
         assert pickle.loads(pickle.dumps(item)) == expected
         assert copy.copy(item) == expected
         assert dataclasses.replace(item, signals={}) == dataclasses.replace(expected, signals={})
-        assert dataclasses.replace(item, reasons=("x",)).reasons == ("x",)
 
 
 @given(st.one_of(st.floats(min_value=0, max_value=100), st.integers(0, 199).map(lambda k: k / 2)))
