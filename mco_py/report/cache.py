@@ -18,13 +18,21 @@ from mco_py.report.document import detail_bytes, entry, has_detail
 class Record:
     """One assessment's entries, made on first use. The entries are shared: never mutate them."""
 
-    __slots__ = ("_bare", "_detail", "_full", "item")
+    __slots__ = ("_bare", "_detail", "_full", "_has_detail", "item")
 
     def __init__(self, item: NodeAssessment) -> None:
         self.item = item
         self._full: dict[str, Any] | None = None
         self._bare: dict[str, Any] | None = None
         self._detail = -1
+        self._has_detail: bool | None = None
+
+    @property
+    def has_detail(self) -> bool:
+        """True when the full entry has dimensions, signals or reasons (the bare one has none)."""
+        if self._has_detail is None:
+            self._has_detail = has_detail(self.item)
+        return self._has_detail
 
     @property
     def full(self) -> dict[str, Any]:
@@ -37,14 +45,14 @@ class Record:
     def bare(self) -> dict[str, Any]:
         """The entry without its detail (the full one when there is no detail)."""
         if self._bare is None:
-            self._bare = entry(self.item, detail=False) if has_detail(self.item) else self.full
+            self._bare = entry(self.item, detail=False) if self.has_detail else self.full
         return self._bare
 
     @property
     def detail(self) -> int:
         """Encoded bytes the detail adds to the bare entry (0 without detail)."""
         if self._detail < 0:
-            self._detail = detail_bytes(self.full) if has_detail(self.item) else 0
+            self._detail = detail_bytes(self.full) if self.has_detail else 0
         return self._detail
 
 

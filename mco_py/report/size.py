@@ -20,7 +20,7 @@ from typing import Any
 
 from mco_py.model import Level, NodeAssessment, Report
 from mco_py.report.cache import Record
-from mco_py.report.document import encoded_size, envelope, has_detail, summary
+from mco_py.report.document import encoded_size, envelope, summary
 
 #: etcd's default request size limit.
 ETCD_REQUEST_LIMIT = 1_572_864
@@ -96,7 +96,7 @@ def fit(report: Report, records: Sequence[Record], budget: int) -> Fitted:
     head = envelope(report)
     size = encoded_size({**head, "nodes": [rec.bare for rec in records]})  # every detail stripped
     order = _SacrificeOrder(nodes)
-    detailed = [has_detail(item) for item in nodes]
+    detailed = [rec.has_detail for rec in records]
     keep = [not d for d in detailed]  # entries shown in full (without detail, bare is full)
     pending = 0  # detail bytes of the records not kept
     with_detail = (i for i in order.most_important_first() if detailed[i])
