@@ -83,9 +83,9 @@ class Level(enum.Enum):
     @classmethod
     def parse(cls, text: str) -> Level:
         """Level from its report spelling; raises ``ValueError`` for anything else."""
-        for level in cls:
-            if level.value == text:
-                return level
+        level = cls._value2member_map_.get(text) if isinstance(text, str) else None
+        if level is not None:
+            return level  # type: ignore[return-value]
         raise ValueError(f"unknown level {text!r}; expected one of {[lv.value for lv in cls]}")
 
 

@@ -82,6 +82,7 @@ class IndexedReport:
     """A report with its nodes indexed by name (build once per report, not per request)."""
 
     report: Report
+    """The report; a sharded one's ``nodes`` are empty here (they are in ``by_name`` only)."""
     by_name: Mapping[str, NodeAssessment]
 
 

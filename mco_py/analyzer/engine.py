@@ -19,6 +19,7 @@ from mco_py.analysis.samples import InvalidSample, check_sample
 from mco_py.analysis.scoring import LevelChange, Scorer
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.report.builder import ReportBuilder
+from mco_py.report.shards import ShardPlanner
 from mco_py.report.size import Fitted
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
@@ -69,7 +70,8 @@ class Engine:
         max_future_seconds: float = 10.0,
         max_age_seconds: float = 300.0,
         status_budget: int | None = None,
-        max_nodes: int = 20000,
+        shard_refresh_seconds: float | None = None,
+        max_nodes: int = 65536,
     ) -> None:
         self._scorer = Scorer(rules)
         self._lock = threading.Lock()
@@ -83,7 +85,12 @@ class Engine:
         """Bytes the encoded report status may take (None: no limit)."""
         self.max_nodes = max_nodes
         self._next_room_scan = -math.inf
-        self._builder = ReportBuilder(self.status_budget)
+        shards = (
+            ShardPlanner(self.status_budget, refresh_seconds=shard_refresh_seconds)
+            if shard_refresh_seconds is not None and self.status_budget is not None
+            else None
+        )
+        self._builder = ReportBuilder(self.status_budget, shards=shards)
         """Used only by :meth:`build_report` (one report thread)."""
         self.level_changed = threading.Event()
         """Set when a sample changed a node's level (the report loop writes early then)."""
@@ -213,6 +220,11 @@ class Engine:
         for reason, n in outcome.counts.items():
             self.metrics.samples.labels("rejected", reason).inc(n)
 
+    def report_not_written(self) -> None:
+        """The last built report was not written (failed, or this replica is not the leader): the next
+        one is written whole (a sharded report starts a new generation)."""
+        self._builder.reset()
+
     def build_report(self) -> Fitted:
         """Assess every node now, publish the per-node metrics, and fit the report to the size budget."""
         started = time.perf_counter()
@@ -234,6 +246,7 @@ class Engine:
         self.metrics.publish_nodes(report.nodes, [dim.name for dim in self.rules.dimensions])
         self.metrics.detail_dropped.set(fitted.detail_dropped)
         self.metrics.nodes_dropped.set(len(fitted.nodes_dropped))
+        self.metrics.shards.set(fitted.shards.index.count if fitted.shards else 0)
         if fitted.size:
             self.metrics.report_bytes.set(fitted.size)
         if forgotten:

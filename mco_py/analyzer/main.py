@@ -97,8 +97,14 @@ class Settings:
     """Largest SampleBatch accepted."""
     max_report_bytes: int = DEFAULT_STATUS_BUDGET
     """Cluster: size budget of the report status (etcd limit 1.5 MiB); 0 disables the check."""
-    max_nodes: int = 20000
-    """Most nodes tracked at once (the CRD allows 20,000 per report); samples for more are rejected."""
+    report_shards: bool = True
+    """Cluster: a report over ``max_report_bytes`` is split into NodeInterferenceReportShard objects,
+    every node in full; false: one object, detail stripped (then nodes left out) to fit."""
+    shard_refresh: float = 60.0
+    """Cluster, sharded report: each shard is rewritten whole this often (seconds); level changes
+    go into the report object meanwhile."""
+    max_nodes: int = 65536
+    """Most nodes tracked at once; samples for more are rejected."""
     max_clock_skew: float = 10.0
     """Samples further ahead of the analyzer's clock are rejected (seconds). Kept small: a sample
     from the future makes the node's real samples out of order until that time."""
@@ -186,7 +192,7 @@ def load_settings(args: argparse.Namespace) -> Settings:
         raise ConfigError("TLS needs both tlsCert and tlsKey (--tls-cert, --tls-key)")
     if settings.tls_ca and not settings.tls_cert:
         raise ConfigError("mTLS (tlsCa) needs the server certificate too: set tlsCert and tlsKey")
-    for name in ("report_interval", "rules_interval", "lease_duration"):
+    for name in ("report_interval", "rules_interval", "lease_duration", "shard_refresh"):
         if getattr(settings, name) <= 0:
             raise ConfigError(f"{_camel(name)} must be positive, got {getattr(settings, name)}")
     if settings.report_min_interval < 0:
@@ -228,7 +234,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-report-bytes", dest="max_report_bytes", type=int, help="cluster: status size budget (0: none)"
     )
-    parser.add_argument("--max-nodes", dest="max_nodes", type=int, help="most nodes tracked (default 20000)")
+    parser.add_argument(
+        "--no-report-shards",
+        dest="report_shards",
+        action="store_const",
+        const=False,
+        help="cluster: never shard the report; strip detail and leave nodes out to fit one object",
+    )
+    parser.add_argument(
+        "--shard-refresh", dest="shard_refresh", type=float, help="cluster: seconds between whole shard writes"
+    )
+    parser.add_argument("--max-nodes", dest="max_nodes", type=int, help="most nodes tracked (default 65536)")
     parser.add_argument("--max-clock-skew", dest="max_clock_skew", type=float, help="seconds ahead allowed")
     parser.add_argument("--max-sample-age", dest="max_sample_age", type=float, help="oldest sample accepted (s)")
     parser.add_argument("--log-level", dest="log_level", choices=("debug", "info", "warning", "error"))
@@ -313,6 +329,7 @@ def serve(settings: Settings, *, registry: CollectorRegistry, stop: threading.Ev
         max_future_seconds=settings.max_clock_skew,
         max_age_seconds=settings.max_sample_age,
         status_budget=budget or None,
+        shard_refresh_seconds=settings.shard_refresh if settings.report_shards else None,
         max_nodes=settings.max_nodes,
     )
     parts = _Parts()

@@ -89,6 +89,14 @@ class AnalyzerMetrics:
             "Nodes left out of the last report entirely (size limit)",
             registry=registry,
         )
+        self.shards = Gauge(
+            "mco_analyzer_report_shards",
+            "Shard objects of the last report (0: one object); see docs/architecture.md",
+            registry=registry,
+        )
+        self.shard_writes = Counter(
+            "mco_analyzer_report_shard_writes_total", "Shards written whole (each a JSON patch)", registry=registry
+        )
         self.nodes = Gauge("mco_analyzer_nodes", "Nodes tracked by the analyzer", registry=registry)
         self.collectors = Gauge(
             "mco_analyzer_connected_collectors", "Collector streams currently open", registry=registry

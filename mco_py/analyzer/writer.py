@@ -64,16 +64,20 @@ class ReportLoop:
         leader = self.is_leader()
         self.engine.metrics.leader.set(1 if leader else 0)
         if not leader:
+            self.engine.report_not_written()
             return False
         try:
-            self.store.write_status(fitted.status)
+            self.store.publish(fitted)
         except ReportError as exc:
+            self.engine.report_not_written()
             self.engine.metrics.write_errors.inc()
             self._failing = True
             if self._once.first(type(exc).__name__):
                 log.error("cannot write the report to %s: %s; scoring continues", self.store.describe(), exc)
             return False
         self.engine.metrics.writes.inc()
+        if fitted.shards is not None:
+            self.engine.metrics.shard_writes.inc(len(fitted.shards.writes))
         if self._failing:
             self._failing = False
             self._once = OnceFilter()

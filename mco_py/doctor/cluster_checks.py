@@ -9,7 +9,7 @@ into :class:`~mco_py.doctor.checks.Check` results.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -19,6 +19,7 @@ import yaml
 from mco_py.doctor.checks import Check, Verdict
 from mco_py.extender.app import volcano_format
 from mco_py.model import GROUP, PLURAL
+from mco_py.report.shards import SHARD_KIND, SHARD_PLURAL
 
 NAMESPACE = "mco-system"
 CRD_NAME = f"{PLURAL}.{GROUP}"
@@ -74,6 +75,7 @@ def _identity(name: str, *rows: tuple[bool, str, str, str]) -> tuple[Access, ...
 
 
 _NIR = CRD_NAME
+_NIRS = f"{SHARD_PLURAL}.{GROUP}"
 #: What each MCO identity needs and must not have: the roles' RBAC (roles/mco_crds/templates/rbac.yaml.j2),
 #: shown in docs/security.md and checked against the real kube-apiserver by the cluster tier.
 ACCESS: tuple[Access, ...] = (
@@ -84,6 +86,10 @@ ACCESS: tuple[Access, ...] = (
         (True, "patch", f"{_NIR}#status", ""),
         (False, "delete", _NIR, ""),
         (False, "patch", _NIR, ""),
+        (True, "create", _NIRS, ""),
+        (True, "patch", f"{_NIRS}#status", ""),
+        (True, "delete", _NIRS, ""),
+        (False, "patch", _NIRS, ""),
         (True, "get", "configmaps/mco-detection-rules", NAMESPACE),
         (False, "get", "configmaps/other", NAMESPACE),
         (False, "list", "configmaps", NAMESPACE),
@@ -103,6 +109,9 @@ ACCESS: tuple[Access, ...] = (
         (True, "watch", _NIR, ""),
         (False, "patch", f"{_NIR}#status", ""),
         (False, "create", _NIR, ""),
+        (True, "list", _NIRS, ""),
+        (True, "watch", _NIRS, ""),
+        (False, "patch", f"{_NIRS}#status", ""),
         (True, "list", "nodes", ""),
         (True, "watch", "nodes", ""),
         (False, "patch", "nodes", ""),
@@ -153,6 +162,8 @@ class ClusterView:
     now: float
     crd: Read = field(default_factory=Read)
     report: Read = field(default_factory=Read)
+    shards: Read = field(default_factory=Read)
+    """The report's NodeInterferenceReportShardList (read only when the report is sharded)."""
     nodes: Read = field(default_factory=Read)
     """A NodeList."""
     lease: Read = field(default_factory=Read)
@@ -243,7 +254,56 @@ def _report(view: ClusterView, ttl: float) -> Iterator[Check]:
         writer = _get(status, "analyzer", "identity") or "?"
         yield Check(name, Verdict.OK, f"written {age:.0f} s ago by {writer} (TTL {ttl:g} s), rules {rules}")
     entries = _get(status, "nodes")
+    sharded = _get(status, "shards")
+    if isinstance(sharded, Mapping) and sharded.get("count"):
+        entries = yield from _shard_entries(sharded, view.shards)
+        if entries is None:
+            return
     yield from _coverage(entries if isinstance(entries, list) else [], view.nodes)
+
+
+def _shard_entries(index: Mapping[str, Any], read: Read) -> Generator[Check, None, list[Any] | None]:
+    """The node entries of a sharded report's generation, with its level changes laid over (a check
+    says when shards are missing or behind); None when the shards cannot be read."""
+    name = "report shards"
+    if read.error:
+        yield _unreadable(name, f"the {SHARD_KIND}s of {REPORT_NAME}", read)
+        return None
+    generation, count = index.get("generation"), index.get("count")
+    listed = index.get("versions")
+    versions: list[Any] = listed if isinstance(listed, list) else []
+    found = {
+        _get(s, "spec", "index"): s
+        for s in _items(read)
+        if _get(s, "spec", "generation") == generation and _get(s, "spec", "count") == count
+    }
+    behind = [
+        k
+        for k in range(int(count or 0))
+        if k not in found or not k < len(versions) or (_get(found[k], "status", "version") or 0) < versions[k]
+    ]
+    if behind:
+        yield Check(
+            name,
+            Verdict.WARN,
+            f"generation {generation}: {len(behind)} of {count} shards missing or behind; readers keep the "
+            "state they had until every shard is there",
+            "if this lasts beyond a few report intervals, check the analyzer's log for write errors",
+        )
+    else:
+        yield Check(name, Verdict.OK, f"generation {generation}: all {count} shards present")
+    entries: dict[str, Any] = {}
+    for shard in found.values():
+        nodes = _get(shard, "status", "nodes")
+        if isinstance(nodes, Mapping):
+            entries.update(nodes)
+    changes = index.get("changes")
+    for node, text in changes.items() if isinstance(changes, Mapping) else []:
+        if text is None:
+            entries.pop(node, None)
+        elif isinstance(text, str):
+            entries[node] = {**(entries.get(node) or {}), "name": node, "level": text.split(" ")[0]}
+    return list(entries.values())
 
 
 #: Labels of control-plane Nodes, which usually run no collector (not counted as missing).

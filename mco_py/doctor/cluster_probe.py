@@ -31,6 +31,7 @@ from mco_py.doctor.cluster_checks import (
     access_table,
 )
 from mco_py.model import GROUP, PLURAL, VERSION
+from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
 
 class Api:
@@ -113,6 +114,12 @@ def probe_cluster(
     if crd.error and not crd.error.startswith(("HTTP 403", "HTTP 5")):  # unreachable, or not let in at all
         return ClusterView(now=api.now(wall), crd=crd, reachable=False)
     report = api.read(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{REPORT_NAME}")
+    index = report.doc.get("status", {}).get("shards") if isinstance(report.doc, dict) else None
+    shards = (
+        api.read(f"/apis/{GROUP}/{VERSION}/{SHARD_PLURAL}?labelSelector={quote(f'{REPORT_LABEL}={REPORT_NAME}')}")
+        if isinstance(index, dict) and index.get("count")
+        else Read()
+    )
     nodes = api.read("/api/v1/nodes")
     lease = api.read(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE_NAME}")
     progress("reading Volcano's scheduler configuration and the Kata RuntimeClass")
@@ -130,6 +137,7 @@ def probe_cluster(
         now=api.now(wall),
         crd=crd,
         report=report,
+        shards=shards,
         nodes=nodes,
         lease=lease,
         volcano_conf=volcano_conf,

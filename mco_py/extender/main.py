@@ -27,6 +27,7 @@ from mco_py.extender.source import FileReportSource, NodeLabelCache, NoLabels, W
 from mco_py.extender.wire import make_decoder
 from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.obs.logging import setup_logging
+from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,9 @@ def run(args: argparse.Namespace) -> int:
         source = WatchReportSource(
             KubeListWatch(api, f"/apis/{GROUP}/{VERSION}/{PLURAL}", field_selector=f"metadata.name={cfg.cr_name}"),
             name=cfg.cr_name,
+            shards=KubeListWatch(
+                api, f"/apis/{GROUP}/{VERSION}/{SHARD_PLURAL}", label_selector=f"{REPORT_LABEL}={cfg.cr_name}"
+            ),
         )
         labels = NodeLabelCache(KubeListWatch(api, "/api/v1/nodes"))
     else:

@@ -3,7 +3,7 @@
 - :class:`FileReportSource` (standalone): the report file, re-read when its
   mtime, size or inode changes (one ``stat`` per call, no thread).
 - :class:`WatchReportSource` (cluster): a list+watch of the
-  ``NodeInterferenceReport`` named ``crName``, kept by a background thread.
+  ``NodeInterferenceReport`` named ``crName`` and of its shards, kept by background threads.
 - :class:`NodeLabelCache` (cluster): labels of every Node from a watch, for
   kube-scheduler requests that carry only node names (``nodeCacheCapable``).
 
@@ -26,8 +26,10 @@ from typing import Any, Protocol
 from mco_py.analysis.policy import IndexedReport, index_report
 from mco_py.errors import ReportError
 from mco_py.kube.watch import ListWatch, Reflector
+from mco_py.model import Report
 from mco_py.obs.logging import OnceFilter
 from mco_py.report.document import report_of
+from mco_py.report.shards import ShardAssembler, ShardIndex, index_of, shard_of
 from mco_py.store.file import decode_document
 
 log = logging.getLogger(__name__)
@@ -122,21 +124,44 @@ class FileReportSource:
 
 
 class WatchReportSource:
-    """Cluster mode: the ``NodeInterferenceReport`` object ``name`` from a list+watch."""
+    """Cluster mode: the ``NodeInterferenceReport`` object ``name`` from a list+watch, and, given
+    ``shards``, a list+watch of its ``NodeInterferenceReportShard`` objects for a sharded report
+    (:class:`~mco_py.report.shards.ShardAssembler` decides what is served)."""
 
-    def __init__(self, listwatch: ListWatch, *, name: str = "cluster", backoff_max: float = 10.0) -> None:
+    def __init__(
+        self, listwatch: ListWatch, *, name: str = "cluster", backoff_max: float = 10.0, shards: ListWatch | None = None
+    ) -> None:
         self.name = name
         self._snapshot = Snapshot(None, f"NodeInterferenceReport {name} not listed yet", synced=False)
+        self._lock = threading.Lock()
+        self._head: Report | None = None
+        self._index: ShardIndex | None = None
+        self._assembler = ShardAssembler()
         self._reflector = Reflector(listwatch, on_change=self._changed, name=f"nir-{name}", backoff_max=backoff_max)
+        self._shards = (
+            Reflector(
+                shards,
+                on_change=self._shards_changed,
+                name=f"nirs-{name}",
+                backoff_max=backoff_max,
+                transform=lambda obj: {"shard": shard_of(obj)},  # decoded once, the raw object let go
+            )
+            if shards is not None
+            else None
+        )
 
     def describe(self) -> str:
         return f"NodeInterferenceReport {self.name} (watch)"
 
     def start(self) -> None:
         self._reflector.start()
+        if self._shards is not None:
+            self._shards.start()
 
     def stop(self) -> None:
         self._reflector.stop()
+        if self._shards is not None:
+            self._shards.stop()
 
     def reflector_status(self) -> Any:
         return self._reflector.status()
@@ -145,25 +170,55 @@ class WatchReportSource:
         snap = self._snapshot
         if not snap.synced:
             error = self._reflector.status().last_error
+            if not error and self._shards is not None and self._index is not None:
+                error = self._shards.status().last_error
             if error:
                 return Snapshot(None, f"NodeInterferenceReport {self.name} not listed yet: {error}", synced=False)
         return snap
 
     def _changed(self, items: Mapping[str, Mapping[str, Any]]) -> None:
         obj = items.get(self.name)
-        if obj is None:
-            snap = Snapshot(None, f"NodeInterferenceReport {self.name} does not exist")
-        else:
-            status = obj.get("status")
-            if not isinstance(status, Mapping) or not status:
+        status = obj.get("status") if obj is not None else None
+        with self._lock:
+            self._head = self._index = None
+            if obj is None:
+                snap = Snapshot(None, f"NodeInterferenceReport {self.name} does not exist")
+            elif not isinstance(status, Mapping) or not status:
                 snap = Snapshot(None, f"NodeInterferenceReport {self.name} has no status yet")
             else:
                 try:
-                    snap = Snapshot(index_report(report_of(status)))
+                    head = report_of(status)
+                    index = index_of(status)
                 except ReportError as exc:
                     snap = Snapshot(None, f"NodeInterferenceReport {self.name}: {exc}", unreadable=True)
                     log.warning("report not usable; basic mode", extra={"problem": snap.problem})
-        self._snapshot = snap  # one reference swap; readers never see a half-built snapshot
+                else:
+                    if index is None:
+                        snap = Snapshot(index_report(head))
+                    else:
+                        self._head, self._index = head, index
+                        self._assembler.set_head(head, index)
+                        snap = self._sharded()
+            self._snapshot = snap  # one reference swap; readers never see a half-built snapshot
+
+    def _shards_changed(self, items: Mapping[str, Mapping[str, Any]]) -> None:
+        with self._lock:
+            self._assembler.set_shards({key: item["shard"] for key, item in items.items()})
+            if self._index is not None:
+                self._snapshot = self._sharded()
+
+    def _sharded(self) -> Snapshot:
+        """The snapshot of a sharded report (under the lock)."""
+        if self._shards is None:
+            return Snapshot(
+                None, f"NodeInterferenceReport {self.name} is sharded and this reader does not watch shards"
+            )
+        served = self._assembler.report()
+        synced = self._shards.status().synced
+        if served is None:
+            return Snapshot(None, self._assembler.problem or "report shards not listed yet", synced=synced)
+        envelope, by_name = served
+        return Snapshot(IndexedReport(envelope, by_name), synced=synced)
 
 
 class NodeLabelCache:

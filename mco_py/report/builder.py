@@ -2,7 +2,8 @@
 report thread.
 
 Entries of nodes whose assessment did not change are reused (:mod:`mco_py.report.cache`);
-with a budget the document is fitted to it (:mod:`mco_py.report.size`).
+with a budget the document is fitted to it (:mod:`mco_py.report.size`), or, with a shard
+planner, split into shards once it no longer fits in full (:mod:`mco_py.report.shards`).
 """
 
 from __future__ import annotations
@@ -10,16 +11,24 @@ from __future__ import annotations
 from mco_py.model import Report
 from mco_py.report.cache import EntryCache
 from mco_py.report.document import envelope
+from mco_py.report.shards import ShardPlanner
 from mco_py.report.size import Fitted, fit
 
 
 class ReportBuilder:
     """Builds the status document of each report, reusing what did not change since the last one."""
 
-    def __init__(self, budget: int | None = None) -> None:
+    def __init__(self, budget: int | None = None, *, shards: ShardPlanner | None = None) -> None:
         self.budget = budget
         """Bytes the encoded status may take (None: no limit, every entry in full)."""
+        self.shards = shards
+        """Splits a report over the budget into shards (None: strip detail to fit instead)."""
         self._cache = EntryCache()
+
+    def reset(self) -> None:
+        """The last report was not written as built (failed, or not the leader): write the next one whole."""
+        if self.shards is not None:
+            self.shards.reset()
 
     def build(self, report: Report) -> Fitted:
         """The status document of ``report`` (sizes and counts with it)."""
@@ -29,6 +38,14 @@ class ReportBuilder:
                 status = envelope(report)
                 status["nodes"] = [record(item).full for item in report.nodes]
                 return Fitted(status)
+            if self.shards is not None:
+                plan = self.shards.plan(report.nodes, record, report.last_update_time)
+                if plan is None:
+                    return fit(report, [record(item) for item in report.nodes], self.budget)
+                status = envelope(report)
+                status["nodes"] = []
+                status["shards"] = plan.index.as_status()
+                return Fitted(status, sum(plan.sizes), shards=plan)
             return fit(report, [record(item) for item in report.nodes], self.budget)
         finally:
             self._cache.end_round()

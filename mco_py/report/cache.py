@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from mco_py.model import NodeAssessment
-from mco_py.report.document import detail_bytes, entry, has_detail
+from mco_py.report.document import detail_bytes, encoded_size, entry, has_detail
 
 
 class Record:
     """One assessment's entries, made on first use. The entries are shared: never mutate them."""
 
-    __slots__ = ("_bare", "_detail", "_full", "_has_detail", "item")
+    __slots__ = ("_bare", "_detail", "_full", "_has_detail", "_size", "item")
 
     def __init__(self, item: NodeAssessment) -> None:
         self.item = item
@@ -26,6 +26,7 @@ class Record:
         self._bare: dict[str, Any] | None = None
         self._detail = -1
         self._has_detail: bool | None = None
+        self._size = -1
 
     @property
     def has_detail(self) -> bool:
@@ -49,6 +50,17 @@ class Record:
         return self._bare
 
     @property
+    def size(self) -> int:
+        """Encoded bytes of the full entry."""
+        if self._size < 0:
+            self._size = encoded_size(self.full)
+        return self._size
+
+    def size_if_known(self) -> int:
+        """:attr:`size` when already measured, else -1 (measuring makes the entry)."""
+        return self._size
+
+    @property
     def detail(self) -> int:
         """Encoded bytes the detail adds to the bare entry (0 without detail)."""
         if self._detail < 0:
@@ -64,8 +76,11 @@ class EntryCache:
         self._used: dict[str, Record] = {}
 
     def record(self, item: NodeAssessment) -> Record:
-        """The record of ``item``: the kept one when it was made for this very assessment, else a
-        new one. Ask at most once per node and round."""
+        """The record of ``item``: the one made for this very assessment this round or kept from the
+        last, else a new one."""
+        rec = self._used.get(item.name)
+        if rec is not None and rec.item is item:
+            return rec
         rec = self._kept.get(item.name)
         if rec is None or rec.item is not item:
             rec = Record(item)

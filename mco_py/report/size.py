@@ -16,11 +16,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mco_py.model import Level, NodeAssessment, Report
 from mco_py.report.cache import Record
 from mco_py.report.document import encoded_size, envelope, summary
+
+if TYPE_CHECKING:
+    from mco_py.report.shards import ShardPlan
 
 #: etcd's default request size limit.
 ETCD_REQUEST_LIMIT = 1_572_864
@@ -45,6 +48,8 @@ class Fitted:
     """Nodes shown without their detail."""
     nodes_dropped: tuple[str, ...] = ()
     """Nodes left out entirely (only when bare entries do not fit)."""
+    shards: ShardPlan | None = None
+    """A sharded report's shard writes (``status`` is then the report object's index)."""
 
 
 class _SacrificeOrder:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from mco_py.model import Report
+from mco_py.report.size import Fitted
 
 
 class ReportStore(Protocol):
@@ -22,6 +23,11 @@ class ReportStore(Protocol):
 
     def write(self, report: Report) -> None:
         """Replace the report with ``report``, every entry in full (:func:`~mco_py.report.document.status_of`)."""
+        ...
+
+    def publish(self, fitted: Fitted) -> None:
+        """Write a built report: its shards first when it has some (:mod:`mco_py.report.shards`), then
+        the report object. Raises :class:`~mco_py.errors.ReportError` subclasses on failure."""
         ...
 
     def write_status(self, status: Mapping[str, Any]) -> None:

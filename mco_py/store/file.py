@@ -15,6 +15,7 @@ import msgspec
 from mco_py.errors import ReportError, ReportNotFound, StoreUnavailable
 from mco_py.model import GROUP, KIND, VERSION, Report
 from mco_py.report.document import report_of, status_of
+from mco_py.report.size import Fitted
 
 DEFAULT_PATH = Path("/var/lib/mco/report.json")
 
@@ -60,6 +61,11 @@ class FileReportStore:
 
     def write(self, report: Report) -> None:
         self.write_status(status_of(report))
+
+    def publish(self, fitted: Fitted) -> None:
+        if fitted.shards is not None:
+            raise ReportError(f"{self.path}: a report file holds one document; shards are for cluster mode")
+        self.write_status(fitted.status)
 
     def write_status(self, status: Mapping[str, Any]) -> None:
         data = msgspec.json.encode(status_document(status, name=self.name))

@@ -1,4 +1,5 @@
-"""Cluster report store: the ``status`` of the ``NodeInterferenceReport`` named ``cluster``.
+"""Cluster report store: the ``status`` of the ``NodeInterferenceReport`` named ``cluster``, and
+the ``NodeInterferenceReportShard`` objects of a sharded report (:mod:`mco_py.report.shards`).
 
 Writes go to the status subresource
 (``/apis/mco.many-core.io/v1alpha1/nodeinterferencereports/<name>/status``) with the
@@ -6,6 +7,10 @@ Writes go to the status subresource
 retries. A missing object is created first. Transient API errors are retried with a
 short exponential backoff inside one write; past that the caller gets
 :class:`~mco_py.errors.StoreUnavailable` and tries again at its next interval.
+
+A sharded report is written shards first (each whole, as a JSON patch of its status), then the
+report object, which names the generation and the shard versions readers serve. Shards of
+other generations are deleted once the report object names a new one.
 """
 
 from __future__ import annotations
@@ -22,6 +27,20 @@ from urllib3.exceptions import HTTPError
 from mco_py.errors import ReportConflict, ReportError, ReportNotFound, StoreUnavailable, error_for_status
 from mco_py.model import GROUP, KIND, PLURAL, VERSION, Report
 from mco_py.report.document import report_of, status_of
+from mco_py.report.shards import (
+    GENERATION_LABEL,
+    REPORT_LABEL,
+    SHARD_KIND,
+    SHARD_PLURAL,
+    ShardIndex,
+    ShardPlan,
+    ShardWrite,
+    compose,
+    index_of,
+    shard_name,
+    shard_of,
+)
+from mco_py.report.size import Fitted
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +77,8 @@ class KubeReportStore:
         self.backoff = backoff_seconds
         self.timeout = request_timeout
         self.sleep = sleep
+        self._stale_shards = True
+        """Shards of another generation may exist (always at start: a previous leader's)."""
 
     def describe(self) -> str:
         return f"{KIND} {self.name} ({PLURAL}.{GROUP}/{VERSION})"
@@ -72,15 +93,38 @@ class KubeReportStore:
             raise translate(exc, what=f"get {self.describe()}") from exc
         return obj
 
-    def read(self) -> Report:
-        obj = self._get()
-        status = obj.get("status")
-        if not isinstance(status, dict):
-            raise ReportNotFound(f"{self.describe()} exists but has no status yet")
+    def read(self, attempts: int = 3) -> Report:
+        """The report; a sharded one put together from its shards (read again, up to ``attempts``
+        times, while a new generation is being written)."""
+        for attempt in range(attempts):
+            obj = self._get()
+            status = obj.get("status")
+            if not isinstance(status, dict):
+                raise ReportNotFound(f"{self.describe()} exists but has no status yet")
+            try:
+                head = report_of(status)
+                index = index_of(status)
+                if index is None:
+                    return head
+                return compose(head, index, self._list_shards(f"{GENERATION_LABEL}={index.generation}"))
+            except ReportError as exc:
+                if isinstance(exc, StoreUnavailable) or attempt == attempts - 1:
+                    raise ReportError(f"{self.describe()}: {exc}") from exc
+                self.sleep(self.backoff)
+        raise AssertionError("unreachable")
+
+    def _list_shards(self, selector: str = "") -> list[Any]:
+        labels = f"{REPORT_LABEL}={self.name}" + (f",{selector}" if selector else "")
         try:
-            return report_of(status)
-        except ReportError as exc:
-            raise ReportError(f"{self.describe()}: {exc}") from exc
+            listed = cast(
+                dict[str, Any],
+                self.api.list_cluster_custom_object(
+                    GROUP, VERSION, SHARD_PLURAL, label_selector=labels, _request_timeout=self.timeout * 6
+                ),
+            )
+        except (ApiException, HTTPError, OSError) as exc:
+            raise translate(exc, what=f"list {SHARD_KIND}s of {self.name}") from exc
+        return [shard_of(item) for item in listed.get("items") or [] if isinstance(item, dict)]
 
     def _create(self) -> dict[str, Any]:
         body = {
@@ -124,6 +168,101 @@ class KubeReportStore:
 
     def write(self, report: Report) -> None:
         self.write_status(status_of(report))
+
+    def publish(self, fitted: Fitted) -> None:
+        plan = fitted.shards
+        if plan is not None:
+            for write in plan.writes:
+                self._retrying(lambda w=write: self._write_shard(plan, w), what="write shard")  # type: ignore[misc]
+        self.write_status(fitted.status)
+        if plan is None or plan.new_generation:
+            self._stale_shards = True
+        if self._stale_shards:
+            self._delete_stale_shards(plan.index if plan is not None else None)
+
+    def _write_shard(self, plan: ShardPlan, write: ShardWrite) -> None:
+        name = shard_name(self.name, plan.index.generation, write.index)
+        if plan.new_generation:
+            self._create_shard(name, plan.index, write.index)
+        # a JSON patch replacing the whole status: no resourceVersion to read first, and a shard
+        # deleted meanwhile is a 404 (the next round starts a new generation)
+        patch = [{"op": "add", "path": "/status", "value": {"version": write.version, "nodes": write.nodes}}]
+        try:
+            self.api.patch_cluster_custom_object_status(
+                GROUP,
+                VERSION,
+                SHARD_PLURAL,
+                name,
+                patch,
+                _content_type="application/json-patch+json",
+                _request_timeout=self.timeout * 6,
+            )
+        except (ApiException, HTTPError, OSError) as exc:
+            raise translate(exc, what=f"update {SHARD_KIND} {name} status") from exc
+
+    def _create_shard(self, name: str, index: ShardIndex, shard: int) -> None:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": SHARD_KIND,
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "app.kubernetes.io/name": "mco",
+                    REPORT_LABEL: self.name,
+                    GENERATION_LABEL: str(index.generation),
+                },
+            },
+            "spec": {"report": self.name, "generation": index.generation, "index": shard, "count": index.count},
+        }
+        try:
+            self.api.create_cluster_custom_object(GROUP, VERSION, SHARD_PLURAL, body, _request_timeout=self.timeout)
+        except (ApiException, HTTPError, OSError) as exc:
+            err = translate(exc, what=f"create {SHARD_KIND} {name}")
+            if isinstance(err, ReportConflict):  # left by an earlier attempt at this generation: rewritten whole
+                return
+            if isinstance(err, ReportNotFound):
+                raise StoreUnavailable(
+                    f"{err}; is the CRD {SHARD_PLURAL}.{GROUP} installed? (mco_crds role or kubectl apply -f "
+                    "mco_py/data/crds/nodeinterferencereportshards.yaml)"
+                ) from exc
+            raise err from exc
+
+    def _delete_stale_shards(self, index: ShardIndex | None) -> None:
+        """Delete the shards the report object no longer names; on failure, try again next round."""
+        selector = "" if index is None else f"{GENERATION_LABEL}!={index.generation}"
+        try:
+            stale = [s.name for s in self._list_shards(selector)]
+            for name in stale:
+                try:
+                    self.api.delete_cluster_custom_object(
+                        GROUP, VERSION, SHARD_PLURAL, name, _request_timeout=self.timeout
+                    )
+                except (ApiException, HTTPError, OSError) as exc:
+                    err = translate(exc, what=f"delete {SHARD_KIND} {name}")
+                    if not isinstance(err, ReportNotFound):
+                        raise err from exc
+        except ReportError as exc:
+            if index is None and isinstance(exc, ReportNotFound):  # no shard CRD: nothing was ever sharded
+                self._stale_shards = False
+                return
+            log.warning("cannot delete old report shards yet: %s", exc)
+            return
+        if stale:
+            log.info("deleted %d report shard(s) of earlier generations", len(stale))
+        self._stale_shards = False
+
+    def _retrying(self, action: Callable[[], None], *, what: str) -> None:
+        errors = 0
+        while True:
+            try:
+                action()
+                return
+            except StoreUnavailable:
+                errors += 1
+                if errors > self.error_retries:
+                    raise
+                log.debug("%s: transient error; retrying (%d)", what, errors)
+                self.sleep(self.backoff * 2 ** (errors - 1))
 
     def write_status(self, status: Mapping[str, Any]) -> None:
         conflicts = 0

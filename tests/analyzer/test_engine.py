@@ -238,3 +238,56 @@ def test_a_level_change_is_reported_min_interval_after_the_previous_report(tmp_p
             assert _level_in(path, "node-1") == "None", "0 turns early reports off"
     finally:
         loop.stop()
+
+
+class _ShardStore:
+    """Takes published reports (as the cluster store would), or refuses them while ``failing``."""
+
+    def __init__(self) -> None:
+        self.published: list[Fitted] = []
+        self.failing = False
+
+    def publish(self, fitted: Fitted) -> None:
+        from mco_py.errors import StoreUnavailable
+
+        if self.failing:
+            raise StoreUnavailable("API server down")
+        self.published.append(fitted)
+
+    def describe(self) -> str:
+        return "shards"
+
+
+def test_a_large_report_is_sharded_and_a_failed_or_skipped_write_restarts_the_generation() -> None:
+    clock = Clock()
+    registry = CollectorRegistry()
+    engine = Engine(
+        quick_rules(), metrics=AnalyzerMetrics(registry), identity="a1", clock=clock,
+        status_budget=20_000, shard_refresh_seconds=60.0,
+    )  # fmt: skip
+    store = _ShardStore()
+    leader = [True]
+    loop = ReportLoop(engine, store, is_leader=lambda: leader[0])  # type: ignore[arg-type]
+    wire.accept(engine, [sample(f"node-{i:03d}", T0) for i in range(120)], Outcome())
+    assert loop.tick()
+    first = store.published[-1].shards
+    assert first is not None and first.new_generation  # noqa: PT018
+    assert registry.get_sample_value("mco_analyzer_report_shards") == first.index.count
+    assert registry.get_sample_value("mco_analyzer_report_shard_writes_total") == first.index.count
+    clock.now += 1
+    assert loop.tick()
+    assert not store.published[-1].shards.new_generation  # type: ignore[union-attr]
+    store.failing = True
+    clock.now += 1
+    assert not loop.tick()
+    store.failing = False
+    clock.now += 1
+    assert loop.tick()
+    assert store.published[-1].shards.new_generation  # type: ignore[union-attr]  # after a failed write: all again
+    leader[0] = False
+    clock.now += 1
+    assert not loop.tick()
+    leader[0] = True
+    clock.now += 1
+    assert loop.tick()
+    assert store.published[-1].shards.new_generation  # type: ignore[union-attr]  # a new leader writes all

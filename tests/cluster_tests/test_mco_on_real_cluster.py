@@ -14,16 +14,24 @@ import shlex
 import subprocess
 import sys
 import time
+import urllib.request
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 import yaml
 
 from mco_py.doctor.cluster_checks import CLOCK_SLACK_S
-from mco_py.model import Sample
+from mco_py.kube.client import load_api_client
+from mco_py.model import SIGNAL_NAMES, DimensionScore, Level, NodeAssessment, Report, Sample
+from mco_py.report.builder import ReportBuilder
+from mco_py.report.shards import ShardPlanner
+from mco_py.report.size import DEFAULT_STATUS_BUDGET
 from mco_py.rpc.analyzer.v1.analyzer_pb2 import Control, GuardAction
 from mco_py.rpc.analyzer.v1.analyzer_pb2_grpc import AnalyzerStub
+from mco_py.store.kube import KubeReportStore
 from tests.cluster.cluster import free_port, volcano_conf
 from tests.cluster_tests.conftest import (
     NS,
@@ -491,6 +499,124 @@ def _readyz(env: Env) -> bytes:
         return body
 
 
+SCALE_NODES = 65_000
+
+
+def _scale_node(i: int, level: Level, t: float) -> NodeAssessment:
+    """A node with every signal and two reasons (full detail, as a loaded node has); every tenth one
+    over the extender's io hard constraint (20)."""
+    io = 35.0 if i % 10 == 0 else 1.5 + i % 7
+    signals = dict.fromkeys(SIGNAL_NAMES, 0.0) | {"psiIoSomeAvg10": io, "llcMissRate": 0.02, "bioLatencyP99Ms": 3.25}
+    return NodeAssessment(
+        f"scale-{i:05d}", level, float(i % 40), signals, t, (f"io: psiIoSomeAvg10 {io} above 1", "cpu: steady"),
+        "io", {"io": DimensionScore(level if level is not Level.UNKNOWN else Level.NONE, float(i % 40))},
+    )  # fmt: skip
+
+
+def test_a_65000_node_report_is_sharded_accepted_read_back_and_served(env: Env) -> None:
+    """The real kube-apiserver and etcd take a 65,000-node report, every node in full, written with the
+    analyzer's own token (its RBAC on shards); it reads back whole, 5 % of the nodes changing level is
+    a few lines of the report object, and an extender started afterwards serves every node. Needs
+    only the roles' objects (the first test)."""
+
+    levels = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
+    t = float(int(time.time()))  # whole seconds: lastSampleTime reads back equal
+    nodes = {i: _scale_node(i, levels[i % 4], t) for i in range(SCALE_NODES)}
+    builder = ReportBuilder(DEFAULT_STATUS_BUDGET, shards=ShardPlanner(DEFAULT_STATUS_BUDGET))
+    writer = KubeReportStore(load_api_client(env.kubeconfig("mco-analyzer")), name="scale", request_timeout=30)
+    started = time.monotonic()
+    built = builder.build(Report(t, "analyzer-scale", "r1", tuple(nodes.values())))
+    assert built.shards is not None
+    assert built.detail_dropped == 0
+    writer.publish(built)
+    first_write = time.monotonic() - started
+    count = built.shards.index.count
+    print(f"65,000 nodes: {count} shards, largest {max(built.shards.sizes)} B, first write {first_write:.1f} s")
+    assert max(built.shards.sizes) <= 512 * 1024
+    reader = KubeReportStore(load_api_client(env.cluster.admin_kubeconfig), name="scale", request_timeout=60)
+    got = reader.read()
+    assert len(got.nodes) == SCALE_NODES
+    assert got.node("scale-01234") == nodes[1234]  # every field back as written
+    # 5 % change level: lines in the report object; a shard is written only when due (whole)
+    t += 5
+    for i in range(0, SCALE_NODES, 20):
+        nodes[i] = _scale_node(i, Level.HIGH if nodes[i].level is not Level.HIGH else Level.LOW, t)
+    built = builder.build(Report(t, "analyzer-scale", "r1", tuple(nodes.values())))
+    assert built.shards is not None
+    assert not built.shards.new_generation
+    changes = built.status["shards"]["changes"]
+    whole = {n for w in built.shards.writes for n in w.nodes}  # the shards due for their refresh
+    assert set(changes) | whole >= {nodes[i].name for i in range(0, SCALE_NODES, 20)}
+    assert len(built.shards.writes) < count // 4
+    started = time.monotonic()
+    writer.publish(built)
+    print(f"5 % level changes: {len(changes)} in the report object, {len(built.shards.writes)} shards due, "
+          f"written in {time.monotonic() - started:.1f} s")  # fmt: skip
+    got = reader.read()
+    assert {n.name: n.level for n in got.nodes} == {n.name: n.level for n in nodes.values()}
+    table = env.kubectl("get", "nir", "scale").splitlines()
+    assert table[1].split()[:3] == ["scale", str(SCALE_NODES), str(sum(n.level is Level.HIGH for n in nodes.values()))]
+    assert len(env.kubectl("get", "nirs", "-l", "mco.many-core.io/report=scale", "-o", "name").split()) == count
+    # an extender started now, with its own token, serves every node: filter and scores from the shards
+    port = free_port()
+    config = env.workdir / "extender-scale.yaml"
+    config.write_text(yaml.safe_dump({
+        "mode": "cluster", "kubeconfig": str(env.kubeconfig("mco-scheduler-extender")), "crName": "scale",
+        "listen": f"127.0.0.1:{port}", "crStatusTTLSeconds": 3600, "logLevel": "warning",
+    }))  # fmt: skip
+    extender = start_service(env.workdir, "extender-scale", "extender", f"--config={config}")
+    try:
+        names = [n.name for n in nodes.values()]
+        args = json.dumps({"Pod": {"metadata": {"name": "p", "namespace": "default"}, "spec": {}}, "NodeNames": names})
+
+        def ask(path: str) -> Any:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=args.encode(), method="POST")
+            with urllib.request.urlopen(request, timeout=60) as resp:
+                return json.loads(resp.read())
+
+        def served() -> Any:
+            if not extender.running():
+                pytest.fail(f"extender exited: {extender.log.read_text()[-2000:]}")
+            try:
+                answer = ask("/kube/filter")
+            except OSError:
+                return None
+            return answer if answer.get("FailedNodes") else None
+
+        answer = wait_until(served, "the extender to serve the sharded report", timeout=180, every=1.0)
+        assert sorted(answer["FailedNodes"]) == sorted(n for i, n in enumerate(names) if i % 10 == 0)
+        assert len(answer["NodeNames"]) == SCALE_NODES - SCALE_NODES // 10
+        scores = {p["Host"]: p["Score"] for p in ask("/kube/prioritize")}
+        assert len(scores) == SCALE_NODES
+        assert all(scores[n.name] == round((100 - n.score) / 10) for n in nodes.values())  # no node on the neutral 5
+        # a level change, from the analyzer's build to the extender's answer (one report object write)
+        t += 5
+        nodes[1] = replace(_scale_node(1, Level.HIGH, t), score=99.0)
+        one = json.dumps(
+            {"Pod": {"metadata": {"name": "p", "namespace": "default"}, "spec": {}}, "NodeNames": [nodes[1].name]}
+        )
+        started = time.monotonic()
+        writer.publish(builder.build(Report(t, "analyzer-scale", "r1", tuple(nodes.values()))))
+        written = time.monotonic() - started
+
+        def moved() -> bool:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/kube/prioritize", data=one.encode(), method="POST"
+            )
+            with urllib.request.urlopen(request, timeout=60) as resp:
+                return bool(json.loads(resp.read())[0]["Score"] == 0)
+
+        wait_until(moved, "the extender to see the level change", timeout=60, every=0.02)
+        print(
+            f"level change: build + write {written:.2f} s, visible in the extender {time.monotonic() - started:.2f} s"
+        )
+    finally:
+        extender.stop()
+    for name in env.kubectl("get", "nirs", "-l", "mco.many-core.io/report=scale", "-o", "name").split():
+        env.kubectl("delete", name, "--wait=false")
+    env.kubectl("delete", "nir", "scale")
+
+
 def test_uninstall_removes_mcos_objects_and_only_its_volcano_lines(env: Env) -> None:
     """Last in this module: it takes MCO out of the cluster."""
     before = env.json("get", "configmap", "-n", "volcano-system", "volcano-scheduler-configmap")["data"]
@@ -507,6 +633,7 @@ def test_uninstall_removes_mcos_objects_and_only_its_volcano_lines(env: Env) -> 
     }
     for kind, name in [
         ("crd", "nodeinterferencereports.mco.many-core.io"),
+        ("crd", "nodeinterferencereportshards.mco.many-core.io"),
         ("namespace", NS),
         ("clusterrole", "mco-analyzer"),
         ("clusterrolebinding", "mco-scheduler-extender"),

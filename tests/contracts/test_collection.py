@@ -62,6 +62,7 @@ def test_the_tarball_holds_what_the_roles_deploy_and_no_development_files(tarbal
         "files/wheelhouse/wheelhouse.tar",
         "mco_py/data/rules.yaml",
         "mco_py/data/crds/nodeinterferencereports.yaml",
+        "mco_py/data/crds/nodeinterferencereportshards.yaml",
         "plugins/modules/kvm_probe.py",
         "plugins/filter/volcano_conf.py",
         "playbooks/site.yml",

@@ -127,3 +127,24 @@ def test_report_written_by_the_model_validates_and_round_trips() -> None:
     assert (back.nodes[1].dominant, back.nodes[1].dimensions) == ("", {})
     assert back.nodes[1].last_sample_time is None
     assert abs(back.last_update_time - report.last_update_time) < 0.001
+
+
+def test_the_shard_crd_holds_the_same_entry_as_the_report() -> None:
+    """A shard's ``status.nodes`` values follow the report's ``status.nodes[]`` schema exactly, and its
+    map is atomic (one managedFields line, not one per node and field: half the object's size)."""
+    import yaml
+
+    from mco_py.report.shards import SHARD_KIND, SHARD_PLURAL
+
+    report = crd_schema.load_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    shard_crd = yaml.safe_load((crd_schema.CRD_PATH.parent / f"{SHARD_PLURAL}.yaml").read_text())
+    assert shard_crd["metadata"]["name"] == f"{SHARD_PLURAL}.{model.GROUP}"
+    assert shard_crd["spec"]["names"]["kind"] == SHARD_KIND
+    assert shard_crd["spec"]["scope"] == "Cluster"
+    (version,) = shard_crd["spec"]["versions"]
+    assert (version["name"], version["subresources"]) == (model.VERSION, {"status": {}})
+    nodes = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["nodes"]
+    assert nodes["additionalProperties"] == report["properties"]["status"]["properties"]["nodes"]["items"]
+    assert nodes["x-kubernetes-map-type"] == "atomic"
+    shards = report["properties"]["status"]["properties"]["shards"]
+    assert set(shards["properties"]) == {"generation", "count", "versions", "changes"}

@@ -233,7 +233,8 @@ def _status(view: ClusterView, **changes: Any) -> ClusterView:
             lambda v: replace(v, access=[(q, q.expected if q.verb != "watch" else False, "") for q in ACCESS]),
             "rbac mco-scheduler-extender",
             Verdict.FAIL,
-            "may not watch nodeinterferencereports.mco.many-core.io, watch nodes",
+            "may not watch nodeinterferencereports.mco.many-core.io, "
+            "watch nodeinterferencereportshards.mco.many-core.io, watch nodes",
         ),
         (
             lambda v: replace(
@@ -360,3 +361,37 @@ def test_a_guard_pods_install_is_judged_by_its_own_table() -> None:
         len([a for a in access_table(True) if (a.verb, a.resource, a.namespace) == ("create", "events", "default")])
         == 1
     )
+
+
+def sharded(*, versions: list[int], shard_versions: dict[int, int], changes: dict[str, str | None]) -> ClusterView:
+    """``healthy()`` with its two nodes in a sharded report of two shards (n1 in shard 0, n2 in shard 1)."""
+    view = healthy()
+    status = {**view.report.doc["status"], "nodes": []}
+    status["shards"] = {"generation": 7, "count": 2, "versions": versions, "changes": changes}
+    shards = [
+        {
+            "spec": {"report": "cluster", "generation": 7, "index": k, "count": 2},
+            "status": {"version": v, "nodes": {f"n{k + 1}": {"name": f"n{k + 1}", "level": "Low"}}},
+        }
+        for k, v in shard_versions.items()
+    ]
+    return replace(view, report=Read({"status": status}), shards=Read({"items": shards}))
+
+
+def test_a_sharded_report_is_read_from_its_shards_with_the_changes_laid_over() -> None:
+    got = verdicts(
+        judge_cluster(sharded(versions=[1, 1], shard_versions={0: 1, 1: 1}, changes={"n2": "High 80 io"}), ttl=TTL)
+    )
+    assert got["report shards"] == (Verdict.OK, "generation 7: all 2 shards present")
+    assert got["nodes in the report"] == (Verdict.OK, "all 2 Nodes reported; High: n2")
+    got = verdicts(judge_cluster(sharded(versions=[1, 2], shard_versions={0: 1, 1: 1}, changes={"n2": None}), ttl=TTL))
+    assert got["report shards"][0] is Verdict.WARN
+    assert got["report shards"][1].startswith("generation 7: 1 of 2 shards missing or behind")
+    assert got["nodes in the report"][0] is Verdict.WARN  # n2 left the report
+    assert "n2" in got["nodes in the report"][1]
+    got = verdicts(judge_cluster(sharded(versions=[1, 1], shard_versions={0: 1}, changes={}), ttl=TTL))
+    assert got["report shards"][1].startswith("generation 7: 1 of 2 shards missing or behind")
+    view = replace(sharded(versions=[1, 1], shard_versions={}, changes={}), shards=Read(error="HTTP 403 Forbidden"))
+    got = verdicts(judge_cluster(view, ttl=TTL))
+    assert got["report shards"][0] is Verdict.FAIL
+    assert "HTTP 403" in got["report shards"][1]
