@@ -49,6 +49,15 @@ class StoreUnavailable(ReportError):
     """The report store (API server, file system) cannot be reached right now."""
 
 
+class GenerationTaken(ReportError):
+    """A sharded report's new generation is not above the one the report object names (another
+    writer's clock ran ahead): write again, numbered ``floor`` or above."""
+
+    def __init__(self, message: str, floor: int) -> None:
+        super().__init__(message)
+        self.floor = floor
+
+
 def error_for_status(status: int, text: str) -> ReportError:
     """The store error for an API reply with HTTP ``status`` (404: not found, 409: conflict, else unavailable)."""
     if status == 404:

@@ -220,13 +220,14 @@ class Engine:
         for reason, n in outcome.counts.items():
             self.metrics.samples.labels("rejected", reason).inc(n)
 
-    def report_not_written(self) -> None:
+    def report_not_written(self, min_generation: int = 0) -> None:
         """The last built report was not written (failed, or this replica is not the leader): the next
-        one is written whole (a sharded report starts a new generation)."""
-        self._builder.reset()
+        one is written whole (a sharded report starts a new generation, ``min_generation`` or above)."""
+        self._builder.reset(min_generation)
 
-    def build_report(self) -> Fitted:
-        """Assess every node now, publish the per-node metrics, and fit the report to the size budget."""
+    def build_report(self, *, write: bool = True) -> Fitted:
+        """Assess every node now, publish the per-node metrics, and fit the report to the size budget
+        (``write=False``: the envelope only, for a replica that will not write it)."""
         started = time.perf_counter()
         now = self.clock()
         # The build allocates tens of thousands of acyclic containers (entries, signal maps,
@@ -241,7 +242,7 @@ class Engine:
                 )
                 for name in forgotten:
                     self._last_time.pop(name, None)
-            fitted = self._builder.build(report)
+            fitted = self._builder.build(report, write=write)
         self.metrics.generation.observe(time.perf_counter() - started)
         self.metrics.publish_nodes(report.nodes, [dim.name for dim in self.rules.dimensions])
         self.metrics.detail_dropped.set(fitted.detail_dropped)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from mco_py.analyzer.engine import Engine
-from mco_py.errors import ReportError
+from mco_py.errors import GenerationTaken, ReportError
 from mco_py.obs.logging import OnceFilter
 from mco_py.report.size import Fitted
 from mco_py.store.base import ReportStore
@@ -54,22 +54,26 @@ class ReportLoop:
 
     def tick(self) -> bool:
         """Build the report; write it when leader. Returns True when a report was written."""
+        leader = self.is_leader()
+        self.engine.metrics.leader.set(1 if leader else 0)
+        if not leader:  # build for the metrics only; whoever leads next writes everything
+            self.engine.report_not_written()
+            self._previous = self.engine.build_report(write=False)
+            return False
         fitted = self.engine.build_report()
         try:
             return self._publish(fitted)
+        except BaseException:
+            self.engine.report_not_written()  # whatever was written, the next round writes all
+            raise
         finally:
             self._previous = fitted  # the previous one is released here, after the write
 
     def _publish(self, fitted: Fitted) -> bool:
-        leader = self.is_leader()
-        self.engine.metrics.leader.set(1 if leader else 0)
-        if not leader:
-            self.engine.report_not_written()
-            return False
         try:
             self.store.publish(fitted)
         except ReportError as exc:
-            self.engine.report_not_written()
+            self.engine.report_not_written(exc.floor if isinstance(exc, GenerationTaken) else 0)
             self.engine.metrics.write_errors.inc()
             self._failing = True
             if self._once.first(type(exc).__name__):

@@ -86,6 +86,7 @@ ACCESS: tuple[Access, ...] = (
         (True, "patch", f"{_NIR}#status", ""),
         (False, "delete", _NIR, ""),
         (False, "patch", _NIR, ""),
+        (True, "list", _NIRS, ""),
         (True, "create", _NIRS, ""),
         (True, "patch", f"{_NIRS}#status", ""),
         (True, "delete", _NIRS, ""),

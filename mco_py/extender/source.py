@@ -137,6 +137,7 @@ class WatchReportSource:
         self._head: Report | None = None
         self._index: ShardIndex | None = None
         self._assembler = ShardAssembler()
+        self._once = OnceFilter()
         self._reflector = Reflector(listwatch, on_change=self._changed, name=f"nir-{name}", backoff_max=backoff_max)
         self._shards = (
             Reflector(
@@ -194,6 +195,7 @@ class WatchReportSource:
                     log.warning("report not usable; basic mode", extra={"problem": snap.problem})
                 else:
                     if index is None:
+                        self._assembler = ShardAssembler()  # a later sharded report starts afresh
                         snap = Snapshot(index_report(head))
                     else:
                         self._head, self._index = head, index
@@ -215,8 +217,16 @@ class WatchReportSource:
             )
         served = self._assembler.report()
         synced = self._shards.status().synced
+        problem = self._assembler.problem
+        if problem and self._once.first("shards"):  # once per spell: a generation switch takes many events
+            log.warning("report shards not usable yet; serving the last whole state", extra={"problem": problem})
+        elif not problem:
+            self._once.clear("shards")
         if served is None:
-            return Snapshot(None, self._assembler.problem or "report shards not listed yet", synced=synced)
+            previous = self._snapshot
+            if previous.report is not None:  # the report just turned sharded: the inline one until it is whole
+                return previous
+            return Snapshot(None, problem or "report shards not listed yet", synced=synced)
         envelope, by_name = served
         return Snapshot(IndexedReport(envelope, by_name), synced=synced)
 

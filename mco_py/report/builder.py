@@ -25,13 +25,17 @@ class ReportBuilder:
         """Splits a report over the budget into shards (None: strip detail to fit instead)."""
         self._cache = EntryCache()
 
-    def reset(self) -> None:
-        """The last report was not written as built (failed, or not the leader): write the next one whole."""
+    def reset(self, min_generation: int = 0) -> None:
+        """The last report was not written as built (failed, or not the leader): write the next one
+        whole (a sharded one as a generation numbered ``min_generation`` or above)."""
         if self.shards is not None:
-            self.shards.reset()
+            self.shards.reset(min_generation)
 
-    def build(self, report: Report) -> Fitted:
-        """The status document of ``report`` (sizes and counts with it)."""
+    def build(self, report: Report, *, write: bool = True) -> Fitted:
+        """The status document of ``report`` (sizes and counts with it); ``write=False``: only its
+        envelope (a follower builds for its metrics and never writes)."""
+        if not write:
+            return Fitted(envelope(report))
         record = self._cache.record
         try:
             if self.budget is None:

@@ -171,10 +171,12 @@ class ShardPlanner:
         """When each shard was last written."""
         self._fresh = True
 
-    def reset(self) -> None:
-        """Forget what was written: the next sharded round writes a new generation whole."""
+    def reset(self, min_generation: int = 0) -> None:
+        """Forget what was written: the next sharded round writes a new generation whole, numbered
+        ``min_generation`` or above (the store names the generation in use when it is ahead)."""
         self._fresh = True
         self._holds, self._changes = {}, {}
+        self._last_generation = max(self._last_generation, min_generation - 1)
 
     @property
     def index(self) -> ShardIndex | None:
@@ -185,8 +187,8 @@ class ShardPlanner:
     ) -> ShardPlan | None:
         """This round's shard writes, or None when the report goes inline (every entry in full fits).
         ``record`` makes (or finds) a node's entries; it is asked only for the nodes written."""
-        scan = self._scan(nodes, record)
         current = self._index.count if self._index else 0
+        scan = self._scan(nodes, record, exact=current == 0)
         if scan.total <= self.inline_budget and (current == 0 or scan.total <= self.inline_budget // 2):
             self._index = None
             self._fresh = True
@@ -197,15 +199,20 @@ class ShardPlanner:
             return self._start(nodes, record, scan, count, now)
         return self._update(nodes, record, scan, now)
 
-    def _scan(self, nodes: Sequence[NodeAssessment], record: Callable[[NodeAssessment], Record]) -> _Scan:
+    def _scan(
+        self, nodes: Sequence[NodeAssessment], record: Callable[[NodeAssessment], Record], *, exact: bool
+    ) -> _Scan:
+        """``exact``: measure every entry (inline: a few thousand nodes, and whether to shard hangs on
+        it); else only the new nodes', the others' as measured at their shard's last write."""
         known = self._known
         hashes, sizes = [], []
         total = 0
         for item in nodes:
             name = item.name
             seen = known.get(name)
-            if seen is None:  # a new node: hash its name and measure its entry once
-                seen = known[name] = (zlib.crc32(name.encode()), record(item).size + len(name) + 4)
+            if seen is None or exact:
+                h = zlib.crc32(name.encode()) if seen is None else seen[0]
+                seen = known[name] = (h, record(item).size + len(name) + 4)
             hashes.append(seen[0])
             sizes.append(seen[1])
             total += seen[1]
@@ -423,18 +430,23 @@ def _of_generation(index: ShardIndex, shards: Iterable[Shard]) -> dict[int, Shar
     return {s.index: s for s in shards if s.generation == index.generation and s.count == index.count}
 
 
+def _changed(old: NodeAssessment, change: NodeAssessment) -> NodeAssessment:
+    """``old`` (its shard's entry) with the level, score and dominant dimension of ``change``. Its
+    dimensions go: they are as old as the shard, and without them a pod's sensitivity is judged
+    by the node score (:func:`~mco_py.analysis.policy.pod_interference`)."""
+    return replace(old, level=change.level, score=change.score, dominant=change.dominant, dimensions=NO_DIMENSIONS)
+
+
 def overlay(by_name: dict[str, NodeAssessment], changes: Mapping[str, str | None]) -> None:
-    """Lay ``changes`` over the shards' nodes (in place): a changed node keeps its shard's signals,
-    reasons and dimensions with its new level, score and dominant dimension; null removes it."""
+    """Lay ``changes`` over the shards' nodes (in place): a changed node keeps its shard's signals and
+    reasons with its new level, score and dominant dimension (:func:`_changed`); null removes it."""
     for name, text in changes.items():
         if text is None:
             by_name.pop(name, None)
             continue
         change = parse_change(name, text)
         old = by_name.get(name)
-        by_name[name] = (
-            change if old is None else replace(old, level=change.level, score=change.score, dominant=change.dominant)
-        )
+        by_name[name] = change if old is None else _changed(old, change)
 
 
 def compose(head: Report, index: ShardIndex, shards: Iterable[Shard]) -> Report:
@@ -568,11 +580,7 @@ class ShardAssembler:
                 result = kept[2]
             else:
                 change = parse_change(name, text)
-                result = (
-                    change
-                    if old is None
-                    else replace(old, level=change.level, score=change.score, dominant=change.dominant)
-                )
+                result = change if old is None else _changed(old, change)
             out[name] = result
             laid[name] = (old, text, result)
         self._laid = laid

@@ -24,8 +24,15 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from mco_py.errors import ReportConflict, ReportError, ReportNotFound, StoreUnavailable, error_for_status
-from mco_py.model import GROUP, KIND, PLURAL, VERSION, Report
+from mco_py.errors import (
+    GenerationTaken,
+    ReportConflict,
+    ReportError,
+    ReportNotFound,
+    StoreUnavailable,
+    error_for_status,
+)
+from mco_py.model import GROUP, KIND, PLURAL, VERSION, Report, format_time
 from mco_py.report.document import report_of, status_of
 from mco_py.report.shards import (
     GENERATION_LABEL,
@@ -69,6 +76,9 @@ class KubeReportStore:
         backoff_seconds: float = 0.2,
         request_timeout: float = 5.0,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        heartbeat_seconds: float = 5.0,
     ) -> None:
         self.api = client.CustomObjectsApi(api_client)
         self.name = name
@@ -77,8 +87,14 @@ class KubeReportStore:
         self.backoff = backoff_seconds
         self.timeout = request_timeout
         self.sleep = sleep
+        self.clock = clock
+        self.monotonic = monotonic
+        self.heartbeat_seconds = heartbeat_seconds
+        """While a new generation is written, the report object's heartbeat is renewed this often."""
         self._stale_shards = True
         """Shards of another generation may exist (always at start: a previous leader's)."""
+        self._sharded = False
+        """The last report written was sharded."""
 
     def describe(self) -> str:
         return f"{KIND} {self.name} ({PLURAL}.{GROUP}/{VERSION})"
@@ -109,7 +125,7 @@ class KubeReportStore:
                 return compose(head, index, self._list_shards(f"{GENERATION_LABEL}={index.generation}"))
             except ReportError as exc:
                 if isinstance(exc, StoreUnavailable) or attempt == attempts - 1:
-                    raise ReportError(f"{self.describe()}: {exc}") from exc
+                    raise type(exc)(f"{self.describe()}: {exc}") from exc  # the kind stays: `mco report --wait`
                 self.sleep(self.backoff)
         raise AssertionError("unreachable")
 
@@ -171,14 +187,53 @@ class KubeReportStore:
 
     def publish(self, fitted: Fitted) -> None:
         plan = fitted.shards
-        if plan is not None:
+        if plan is None:
+            self.write_status(fitted.status)
+            self._stale_shards |= self._sharded
+            self._sharded = False
+            if self._stale_shards:  # at start, and after the report went back to one object
+                self._delete_stale_shards(None)
+            return
+        if plan.new_generation:
+            self._write_generation(plan)
+        else:
             for write in plan.writes:
                 self._retrying(lambda w=write: self._write_shard(plan, w), what="write shard")  # type: ignore[misc]
         self.write_status(fitted.status)
-        if plan is None or plan.new_generation:
-            self._stale_shards = True
+        self._sharded = True
+        self._stale_shards |= plan.new_generation
         if self._stale_shards:
-            self._delete_stale_shards(plan.index if plan is not None else None)
+            self._delete_stale_shards(plan.index.generation)
+
+    def _write_generation(self, plan: ShardPlan) -> None:
+        """Every shard of a new generation, while the report object keeps naming the generation readers
+        serve: the shards of any other generation (a failed attempt) go first, and its heartbeat goes
+        on every ``heartbeat_seconds`` (a first generation of 65,000 nodes takes longer than the
+        extender's TTL to write). Raises :class:`GenerationTaken` when the report object already
+        names this generation or a later one."""
+        try:
+            served_status = self._get().get("status")
+        except ReportNotFound:
+            served_status = None
+        served = None
+        if isinstance(served_status, dict):
+            try:
+                served = index_of(served_status)
+            except ReportError:
+                served = None
+        if served is not None and plan.index.generation <= served.generation:
+            raise GenerationTaken(
+                f"{self.describe()} names generation {served.generation}, not below the new "
+                f"{plan.index.generation} (another analyzer's clock is ahead); writing a later one",
+                served.generation + 1,
+            )
+        self._delete_stale_shards(served.generation if served is not None else None, keep_all_if_inline=False)
+        beat = self.monotonic()
+        for write in plan.writes:
+            self._retrying(lambda w=write: self._write_shard(plan, w), what="write shard")  # type: ignore[misc]
+            if isinstance(served_status, dict) and self.monotonic() - beat >= self.heartbeat_seconds:
+                self.write_status({**served_status, "lastUpdateTime": format_time(self.clock())})
+                beat = self.monotonic()
 
     def _write_shard(self, plan: ShardPlan, write: ShardWrite) -> None:
         name = shard_name(self.name, plan.index.generation, write.index)
@@ -227,9 +282,11 @@ class KubeReportStore:
                 ) from exc
             raise err from exc
 
-    def _delete_stale_shards(self, index: ShardIndex | None) -> None:
-        """Delete the shards the report object no longer names; on failure, try again next round."""
-        selector = "" if index is None else f"{GENERATION_LABEL}!={index.generation}"
+    def _delete_stale_shards(self, keep: int | None, *, keep_all_if_inline: bool = True) -> None:
+        """Delete this report's shards of every generation but ``keep`` (None: every shard); on failure,
+        log and try again next round. With no shard CRD or no right to list shards, an inline report
+        has none to delete (``keep_all_if_inline``): say so once and stop looking."""
+        selector = "" if keep is None else f"{GENERATION_LABEL}!={keep}"
         try:
             stale = [s.name for s in self._list_shards(selector)]
             for name in stale:
@@ -242,13 +299,14 @@ class KubeReportStore:
                     if not isinstance(err, ReportNotFound):
                         raise err from exc
         except ReportError as exc:
-            if index is None and isinstance(exc, ReportNotFound):  # no shard CRD: nothing was ever sharded
+            if keep is None and keep_all_if_inline and not isinstance(exc, StoreUnavailable):
+                log.info("not looking for report shards to delete: %s", exc)
                 self._stale_shards = False
                 return
             log.warning("cannot delete old report shards yet: %s", exc)
             return
         if stale:
-            log.info("deleted %d report shard(s) of earlier generations", len(stale))
+            log.info("deleted %d report shard(s) of other generations", len(stale))
         self._stale_shards = False
 
     def _retrying(self, action: Callable[[], None], *, what: str) -> None:

@@ -27,6 +27,7 @@ from mco_py.doctor.cluster_checks import (
     go_duration_seconds,
     judge_cluster,
 )
+from mco_py.report.shards import shard_index
 from tests.cluster.cluster import free_port
 
 NOW = 1_800_000_000.0
@@ -364,14 +365,17 @@ def test_a_guard_pods_install_is_judged_by_its_own_table() -> None:
 
 
 def sharded(*, versions: list[int], shard_versions: dict[int, int], changes: dict[str, str | None]) -> ClusterView:
-    """``healthy()`` with its two nodes in a sharded report of two shards (n1 in shard 0, n2 in shard 1)."""
+    """``healthy()`` with its two nodes in a sharded report of two shards: both in shard 0, where
+    crc32 puts them (``shard_index``), shard 1 empty."""
+    assert shard_index("n1", 2) == shard_index("n2", 2) == 0
     view = healthy()
     status = {**view.report.doc["status"], "nodes": []}
     status["shards"] = {"generation": 7, "count": 2, "versions": versions, "changes": changes}
+    held = {0: {n: {"name": n, "level": "Low"} for n in ("n1", "n2")}, 1: {}}
     shards = [
         {
             "spec": {"report": "cluster", "generation": 7, "index": k, "count": 2},
-            "status": {"version": v, "nodes": {f"n{k + 1}": {"name": f"n{k + 1}", "level": "Low"}}},
+            "status": {"version": v, "nodes": held[k]},
         }
         for k, v in shard_versions.items()
     ]
@@ -389,8 +393,9 @@ def test_a_sharded_report_is_read_from_its_shards_with_the_changes_laid_over() -
     assert got["report shards"][1].startswith("generation 7: 1 of 2 shards missing or behind")
     assert got["nodes in the report"][0] is Verdict.WARN  # n2 left the report
     assert "n2" in got["nodes in the report"][1]
-    got = verdicts(judge_cluster(sharded(versions=[1, 1], shard_versions={0: 1}, changes={}), ttl=TTL))
+    got = verdicts(judge_cluster(sharded(versions=[1, 1], shard_versions={1: 1}, changes={}), ttl=TTL))
     assert got["report shards"][1].startswith("generation 7: 1 of 2 shards missing or behind")
+    assert got["nodes in the report"][0] is Verdict.WARN  # shard 0 missing: n1 and n2 have no entry
     view = replace(sharded(versions=[1, 1], shard_versions={}, changes={}), shards=Read(error="HTTP 403 Forbidden"))
     got = verdicts(judge_cluster(view, ttl=TTL))
     assert got["report shards"][0] is Verdict.FAIL

@@ -250,13 +250,14 @@ def test_round_trip_through_the_api_keeps_every_node_once_through_churn_growth_a
 
 
 def test_the_way_back_to_inline_has_hysteresis() -> None:
-    per_node = len(str(entry(node(0)))) // 2  # rough: only the ordering matters
+    per_node = encoded_size(entry(node(0))) + len(node(0).name) + 4  # one node's share of the budget
     b = builder(budget=40_000)
-    big = [node(i) for i in range(40_000 // per_node + 50)]
-    assert b.build(report(big, 1000.0)).shards is not None
-    a_bit_smaller = big[: len(big) * 9 // 10]
-    assert b.build(report(a_bit_smaller, 1005.0)).shards is not None  # fits the budget, not half of it
-    assert b.build(report(big[:20], 1010.0)).shards is None
+    fits = 40_000 // per_node  # about the nodes that fit the budget in full (entries differ by a few bytes)
+    assert b.build(report([node(i) for i in range(fits * 19 // 20)], 1000.0)).shards is None  # inline
+    assert b.build(report([node(i) for i in range(fits * 21 // 20)], 1005.0)).shards is not None  # over: sharded
+    between = [node(i) for i in range(fits * 3 // 4)]  # fits the budget, not half of it
+    assert b.build(report(between, 1010.0)).shards is not None  # stays sharded
+    assert b.build(report([node(i) for i in range(fits * 2 // 5)], 1015.0)).shards is None  # under half: inline
 
 
 def test_after_reset_the_next_round_starts_a_new_generation_written_whole() -> None:

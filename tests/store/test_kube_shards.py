@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from mco_py.errors import StoreUnavailable
+from mco_py.errors import GenerationTaken, StoreUnavailable
 from mco_py.extender.source import WatchReportSource
 from mco_py.kube.client import load_api_client
 from mco_py.kube.watch import KubeListWatch
@@ -115,37 +115,95 @@ def test_the_extender_serves_every_node_of_a_sharded_report_through_its_watches(
         nodes[17] = node(17, Level.HIGH)
         store.publish(b.build(report(nodes)))
         wait(lambda: (r := source.snapshot().report) is not None and r.by_name["node-0017"].level is Level.HIGH)
-        b.reset()  # a new generation: the extender never serves fewer nodes while it moves
+        b.reset()  # a new generation, with one level changed: never fewer nodes while it moves
         time.sleep(0.01)
+        nodes[18] = node(18, Level.HIGH)
         store.publish(b.build(report(nodes)))
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 20
+        while True:
             snap = source.snapshot()
             assert snap.report is not None
-            assert len(snap.report.by_name) == 400
+            view = snap.report.by_name
+            assert len(view) == 400
+            assert len(list(view)) == 400
+            if view["node-0018"].level is Level.HIGH:
+                break
+            assert time.monotonic() < deadline, "the new generation was never served"
             time.sleep(0.005)
     finally:
         source.stop()
 
 
-def test_a_failed_shard_write_starts_a_new_generation_next_round(api: client.ApiClient, kube_api: Any) -> None:
+def test_a_write_failing_half_way_leaves_the_served_generation_whole_and_the_next_round_cleans_up(
+    api: client.ApiClient, kube_api: Any
+) -> None:
     store = KubeReportStore(api, error_retries=0, sleep=lambda _: None)
     b = ReportBuilder(BUDGET, shards=ShardPlanner(BUDGET, shard_limit=16_384, refresh_seconds=3600))
     nodes = {i: node(i) for i in range(400)}
-    first = b.build(report(nodes))
-    store.publish(first)
+    store.publish(b.build(report(nodes)))
+    served = set(shard_names(api))
     nodes[3] = node(3, Level.HIGH)
-    b.shards.refresh_seconds = 0  # type: ignore[union-attr]  # every shard due: written whole
-    kube_api.fail_next(count=1, path=f"/{SHARD_PLURAL}/", code=503)
+    b.reset()  # a new generation: its third shard write fails, after two were written
+    time.sleep(0.01)
+    kube_api.fail_next(count=1, path=rf"/{SHARD_PLURAL}/cluster-g\d+-2/status$", code=503)
     with pytest.raises(StoreUnavailable):
         store.publish(b.build(report(nodes)))
+    assert served < set(shard_names(api))  # two shards of the failed attempt besides the served ones
+    assert store.read().node("node-0003").level is Level.LOW  # type: ignore[union-attr]  # still the served one
     b.reset()  # what the report loop does after a failed write
     time.sleep(0.01)
     again = b.build(report(nodes))
     assert again.shards is not None
-    assert again.shards.new_generation
     store.publish(again)
+    assert all(n.startswith(f"cluster-g{again.shards.index.generation}-") for n in shard_names(api))
     assert store.read().node("node-0003").level is Level.HIGH  # type: ignore[union-attr]
+
+
+def test_the_heartbeat_goes_on_while_a_new_generation_is_written(api: client.ApiClient) -> None:
+    now = [2_000_000_000.0]
+    store = KubeReportStore(api, clock=lambda: now[0], monotonic=lambda: now[0], heartbeat_seconds=1.0)
+    b = ReportBuilder(BUDGET, shards=ShardPlanner(BUDGET, shard_limit=16_384, refresh_seconds=3600))
+    nodes = {i: node(i) for i in range(400)}
+    store.publish(b.build(report(nodes)))
+    first = get_status(api)
+    written: list[dict[str, Any]] = []
+    write_shard = store._write_shard
+
+    def slow_shard(plan: Any, write: Any) -> None:
+        write_shard(plan, write)
+        now[0] += 0.6  # each shard takes 0.6 s: a heartbeat every other shard
+        written.append(get_status(api))
+
+    store._write_shard = slow_shard  # type: ignore[method-assign]
+    b.reset()
+    time.sleep(0.01)
+    store.publish(b.build(report(nodes)))
+    beats = {s["lastUpdateTime"] for s in written} - {first["lastUpdateTime"]}
+    assert len(beats) >= len(written) // 2 - 1  # renewed along the way
+    assert all(s["shards"]["generation"] == first["shards"]["generation"] for s in written)  # still the served one
+    assert get_status(api)["shards"]["generation"] > first["shards"]["generation"]
+
+
+def test_a_writer_whose_clock_is_behind_numbers_its_generation_after_the_served_one(api: client.ApiClient) -> None:
+    store = KubeReportStore(api)
+    nodes = {i: node(i) for i in range(400)}
+    ahead = ReportBuilder(BUDGET, shards=ShardPlanner(BUDGET, shard_limit=16_384))
+    store.publish(ahead.build(Report(time.time() + 3600, "a1", "r1", tuple(nodes[i] for i in sorted(nodes)))))
+    served = get_status(api)["shards"]["generation"]
+    behind = ReportBuilder(BUDGET, shards=ShardPlanner(BUDGET, shard_limit=16_384))
+    with pytest.raises(GenerationTaken) as taken:
+        store.publish(behind.build(report(nodes)))
+    assert taken.value.floor == served + 1
+    assert get_status(api)["shards"]["generation"] == served  # nothing of the served generation was touched
+    behind.reset(taken.value.floor)  # what the report loop does with it
+    store.publish(behind.build(report(nodes)))
+    assert get_status(api)["shards"]["generation"] == served + 1
+    assert len(store.read().nodes) == 400
+
+
+def get_status(api: client.ApiClient) -> dict[str, Any]:
+    obj = client.CustomObjectsApi(api).get_cluster_custom_object(GROUP, VERSION, PLURAL, "cluster")
+    return dict(obj["status"])
 
 
 def test_without_the_shard_crd_the_writer_says_what_to_install(kube_api: Any, kubeconfig: Path) -> None:
@@ -163,3 +221,53 @@ def wait(condition: Any, timeout: float = 20.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def test_the_extender_keeps_the_inline_report_until_the_first_sharded_state_is_whole(api: client.ApiClient) -> None:
+    store = KubeReportStore(api)
+    b = ReportBuilder(BUDGET, shards=ShardPlanner(BUDGET, shard_limit=16_384, refresh_seconds=3600))
+    nodes = {i: node(i) for i in range(60)}
+    assert b.build(report(nodes)).shards is None
+    store.publish(b.build(report(nodes)))
+    shards = KubeListWatch(api, f"/apis/{GROUP}/{VERSION}/{SHARD_PLURAL}", label_selector=f"{REPORT_LABEL}=cluster")
+    source = WatchReportSource(
+        KubeListWatch(api, f"/apis/{GROUP}/{VERSION}/{PLURAL}", field_selector="metadata.name=cluster"),
+        shards=_Late(shards),  # the shards arrive after the report object names them
+        backoff_max=0.2,
+    )
+    source.start()
+    try:
+        wait(lambda: (r := source.snapshot().report) is not None and len(r.by_name) == 60)
+        nodes.update({i: node(i) for i in range(60, 400)})
+        built = b.build(report(nodes))
+        assert built.shards is not None
+        store.publish(built)
+        deadline = time.monotonic() + 20
+        while True:
+            snap = source.snapshot()
+            assert snap.report is not None, snap.problem  # never basic mode while the report turns sharded
+            if len(snap.report.by_name) == 400:
+                break
+            assert len(snap.report.by_name) == 60
+            assert time.monotonic() < deadline, "the sharded report was never served"
+            time.sleep(0.005)
+    finally:
+        source.stop()
+
+
+class _Late:
+    """A list+watch whose watch events come 0.3 s late (the other watch wins the race)."""
+
+    def __init__(self, inner: KubeListWatch) -> None:
+        self._inner = inner
+
+    def list(self) -> Any:
+        return self._inner.list()
+
+    def watch(self, resource_version: str, timeout_seconds: int) -> Any:
+        for event in self._inner.watch(resource_version, timeout_seconds):
+            time.sleep(0.3)
+            yield event
+
+    def stop(self) -> None:
+        self._inner.stop()
