@@ -33,9 +33,10 @@ import msgspec
 import psutil
 
 from mco_py.model import SIGNAL_NAMES, DimensionScore, Level, NodeAssessment, Report
+from mco_py.report.assemble import ShardAssembler, index_of, shard_of
 from mco_py.report.builder import ReportBuilder
 from mco_py.report.document import report_of
-from mco_py.report.shards import SHARD_LIMIT, ShardAssembler, ShardPlanner, index_of, shard_of
+from mco_py.report.shards import SHARD_LIMIT, ShardPlanner
 from mco_py.report.size import DEFAULT_STATUS_BUDGET
 
 INTERVAL = 5.0

@@ -28,8 +28,9 @@ from mco_py.errors import ReportError
 from mco_py.kube.watch import ListWatch, Reflector
 from mco_py.model import Report
 from mco_py.obs.logging import OnceFilter
+from mco_py.report.assemble import ShardAssembler, index_of, shard_of
 from mco_py.report.document import report_of
-from mco_py.report.shards import ShardAssembler, ShardIndex, index_of, shard_of
+from mco_py.report.shards import ShardIndex
 from mco_py.store.file import decode_document
 
 log = logging.getLogger(__name__)

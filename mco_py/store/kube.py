@@ -33,6 +33,7 @@ from mco_py.errors import (
     error_for_status,
 )
 from mco_py.model import GROUP, KIND, PLURAL, VERSION, Report, format_time
+from mco_py.report.assemble import compose, index_of, shard_of
 from mco_py.report.document import report_of, status_of
 from mco_py.report.shards import (
     GENERATION_LABEL,
@@ -42,10 +43,7 @@ from mco_py.report.shards import (
     ShardIndex,
     ShardPlan,
     ShardWrite,
-    compose,
-    index_of,
     shard_name,
-    shard_of,
 )
 from mco_py.report.size import Fitted
 

@@ -15,19 +15,21 @@ import pytest
 
 from mco_py.errors import ReportError
 from mco_py.model import Level, NodeAssessment, Report
+from mco_py.report.assemble import (
+    Shard,
+    ShardAssembler,
+    compose,
+    index_of,
+    shard_of,
+)
 from mco_py.report.builder import ReportBuilder
 from mco_py.report.document import encoded_size, entry, report_of
 from mco_py.report.shards import (
-    Shard,
-    ShardAssembler,
     ShardIndex,
     ShardPlanner,
     change_of,
-    compose,
-    index_of,
     parse_change,
     shard_index,
-    shard_of,
 )
 
 LEVELS = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH, Level.UNKNOWN)
