@@ -9,7 +9,6 @@ state that is not whole, so no node is ever missing or duplicated.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
@@ -17,7 +16,7 @@ from typing import Any, TypeGuard
 from mco_py.errors import ReportError
 from mco_py.model import NO_DIMENSIONS, NodeAssessment, Report
 from mco_py.report.document import assessment_of
-from mco_py.report.shards import SHARD_KIND, ShardIndex, parse_change
+from mco_py.report.shards import SHARD_KIND, ShardIndex, parse_change, shard_index
 
 
 def _whole(value: object) -> TypeGuard[int]:
@@ -146,17 +145,17 @@ class ShardedNodes(Mapping[str, NodeAssessment]):
     """The nodes of a sharded report as one read-only map, without copying them: each shard's own map,
     found by the node name's hash, under the changes laid over them."""
 
-    __slots__ = ("_changed", "_len", "_mask", "_shards")
+    __slots__ = ("_changed", "_count", "_len", "_shards")
 
     def __init__(
         self, shards: Sequence[Mapping[str, NodeAssessment]], changed: Mapping[str, NodeAssessment | None]
     ) -> None:
         self._shards = tuple(shards)
-        self._mask = len(self._shards) - 1
+        self._count = len(self._shards)
         self._changed = changed
         size = sum(len(m) for m in self._shards)
         for name, item in changed.items():
-            present = name in self._shards[zlib.crc32(name.encode()) & self._mask]
+            present = name in self._shards[shard_index(name, self._count)]
             size += (item is not None) - present
         self._len = size
 
@@ -164,7 +163,7 @@ class ShardedNodes(Mapping[str, NodeAssessment]):
         if name in self._changed:
             item = self._changed[name]
             return default if item is None else item
-        return self._shards[zlib.crc32(name.encode()) & self._mask].get(name, default)
+        return self._shards[shard_index(name, self._count)].get(name, default)
 
     def __getitem__(self, name: str) -> NodeAssessment:
         item = self.get(name)
@@ -234,7 +233,7 @@ class ShardAssembler:
             return
         maps = [mine[k].nodes for k in range(index.count)]
         try:
-            changed = self._overlay(maps, index.changes, index.count - 1)
+            changed = self._overlay(maps, index.changes, index.count)
         except ReportError as exc:
             self.problem = str(exc)
             return
@@ -242,7 +241,7 @@ class ShardAssembler:
         self._served = (envelope, ShardedNodes(maps, changed))
 
     def _overlay(
-        self, maps: list[Mapping[str, NodeAssessment]], changes: Mapping[str, str | None], mask: int
+        self, maps: list[Mapping[str, NodeAssessment]], changes: Mapping[str, str | None], count: int
     ) -> dict[str, NodeAssessment | None]:
         """The changed nodes as :func:`overlay` makes them, each result reused while its shard entry and
         change line are the same (every shard event lays the changes again; most did not move)."""
@@ -253,7 +252,7 @@ class ShardAssembler:
             if text is None:
                 out[name] = None
                 continue
-            old = maps[zlib.crc32(name.encode()) & mask].get(name)
+            old = maps[shard_index(name, count)].get(name)
             kept = last.get(name)
             if kept is not None and kept[0] is old and kept[1] == text:
                 result = kept[2]

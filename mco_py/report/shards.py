@@ -312,7 +312,7 @@ class ShardPlanner:
         groups = self._groups(nodes, scan, due, count)
         writes = tuple(self._write(k, groups[k], record, now) for k in sorted(due))
         for name in [name for name, text in changes.items() if text is None]:
-            if zlib.crc32(name.encode()) & mask in due:  # gone, and its shard no longer holds it
+            if shard_index(name, count) in due:  # gone, and its shard no longer holds it
                 del holds[name]
                 del changes[name]
         self._index = ShardIndex(self._index.generation, count, tuple(self._versions), dict(changes))
