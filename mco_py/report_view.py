@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import yaml
 
 from mco_py.model import NodeAssessment, Report, format_time
-from mco_py.report.document import status_of
+from mco_py.report.document import status_of, to_builtins
 
 COLUMNS = ("NODE", "LEVEL", "SCORE", "PSI CPU", "PSI MEM", "PSI IO", "LLC MISS", "BIO P99 MS", "AGE")
 #: ``-o wide`` adds the worst dimension and every dimension above 0 (``cpu=High/87.5``).
@@ -87,7 +86,7 @@ def render(report: Report, *, fmt: str, now: float, source: str = "", headers: b
         return render_table(report, now=now, source=source, wide=fmt == "wide", headers=headers)
     if fmt == "name":  # as `kubectl get -o name`: pipe it to `kubectl describe`
         return "".join(f"node/{node.name}\n" for node in report.nodes)
-    doc: dict[str, Any] = status_of(report)
+    doc = to_builtins(status_of(report))
     if fmt == "json":
         return json.dumps(doc, indent=2) + "\n"
     if fmt == "yaml":

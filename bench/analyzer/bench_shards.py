@@ -35,9 +35,10 @@ import psutil
 from mco_py.model import SIGNAL_NAMES, DimensionScore, Level, NodeAssessment, Report
 from mco_py.report.assemble import ShardAssembler, index_of, shard_of
 from mco_py.report.builder import ReportBuilder
-from mco_py.report.document import report_of
+from mco_py.report.document import ShardStatus, Status, decode, report_of, to_builtins
 from mco_py.report.shards import SHARD_LIMIT, ShardPlanner
 from mco_py.report.size import DEFAULT_STATUS_BUDGET
+from mco_py.store.kube import shard_patch, status_body
 
 INTERVAL = 5.0
 LEVELS = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
@@ -62,16 +63,9 @@ def assessment(i: int, level: Level, t: float, rng: random.Random) -> NodeAssess
 
 def request_bodies(built: Any, report_name: str = "cluster") -> list[bytes]:
     """What the store sends for ``built``: one JSON patch per shard written, then the report object."""
-    out = []
     plan = built.shards
-    if plan is not None:
-        for w in plan.writes:
-            out.append(
-                json.dumps(
-                    [{"op": "add", "path": "/status", "value": {"version": w.version, "nodes": w.nodes}}]
-                ).encode()
-            )
-    out.append(json.dumps({"metadata": {"name": report_name}, "status": built.status}).encode())
+    out = [shard_patch(w) for w in plan.writes] if plan is not None else []
+    out.append(status_body(report_name, built.status, "1"))
     return out
 
 
@@ -124,7 +118,7 @@ def writer(nodes: int, intervals: int, seed: int = 1) -> dict[str, Any]:
 def shard_objects(built: Any) -> list[bytes]:
     """The report object and each shard object as a watch delivers them (JSON bytes)."""
     plan = built.shards
-    out = [json.dumps({"metadata": {"name": "cluster"}, "status": built.status}).encode()]
+    out = [status_body("cluster", built.status, "1")]
     for w in plan.writes:
         spec = {"report": "cluster", "generation": plan.index.generation, "index": w.index, "count": plan.index.count}
         out.append(
@@ -132,7 +126,7 @@ def shard_objects(built: Any) -> list[bytes]:
                 {
                     "metadata": {"name": f"cluster-{w.index}"},
                     "spec": spec,
-                    "status": {"version": w.version, "nodes": w.nodes},
+                    "status": to_builtins(ShardStatus(w.version, w.nodes)),
                 }
             ).encode()
         )
@@ -156,7 +150,8 @@ def reader(path: str, queue: Any) -> None:
         shards[obj["metadata"]["name"]] = shard_of(obj)  # the reflector keeps only this
     asm = ShardAssembler()
     asm.set_shards(dict(shards))
-    asm.set_head(report_of(head), index_of(head))  # type: ignore[arg-type]
+    doc = decode(head, Status, "status")
+    asm.set_head(report_of(doc), index_of(doc))  # type: ignore[arg-type]
     served = asm.report()
     load = time.process_time() - cpu
     assert served is not None
@@ -172,14 +167,17 @@ def reader(path: str, queue: Any) -> None:
         events = []
         for w in built.shards.writes:
             obj = current[f"cluster-{w.index}"]
-            obj["status"] = {"version": w.version, "nodes": w.nodes}
+            obj["status"] = to_builtins(ShardStatus(w.version, w.nodes))
             events.append(json.dumps(obj).encode())
+        head_event = status_body("cluster", built.status, "1")
         cpu = time.process_time()
         for raw in events:
             obj = msgspec.json.decode(raw)  # as KubeListWatch decodes each watch event
             shards[obj["metadata"]["name"]] = shard_of(obj)
             asm.set_shards(dict(shards))
-        asm.set_head(report_of(built.status), index_of(built.status))  # type: ignore[arg-type]
+        obj = msgspec.json.decode(head_event)  # the report object's event
+        doc = decode(obj["status"], Status, "status")
+        asm.set_head(report_of(doc), index_of(doc))  # type: ignore[arg-type]
         assert asm.report() is not None, asm.problem
         assert not asm.problem, asm.problem
         applies.append((time.process_time() - cpu, len(events)))

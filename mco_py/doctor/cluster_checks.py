@@ -17,8 +17,11 @@ from typing import Any
 import yaml
 
 from mco_py.doctor.checks import Check, Verdict
+from mco_py.errors import ReportError
 from mco_py.extender.app import volcano_format
-from mco_py.model import GROUP, PLURAL
+from mco_py.model import GROUP, PLURAL, Level, NodeAssessment
+from mco_py.report.assemble import gather, index_of, shard_of
+from mco_py.report.document import ShardIndex, Status, decode, report_of
 from mco_py.report.shards import SHARD_KIND, SHARD_PLURAL
 
 NAMESPACE = "mco-system"
@@ -254,64 +257,57 @@ def _report(view: ClusterView, ttl: float) -> Iterator[Check]:
     else:
         writer = _get(status, "analyzer", "identity") or "?"
         yield Check(name, Verdict.OK, f"written {age:.0f} s ago by {writer} (TTL {ttl:g} s), rules {rules}")
-    entries = _get(status, "nodes")
-    sharded = _get(status, "shards")
-    if isinstance(sharded, Mapping) and sharded.get("count"):
-        entries = yield from _shard_entries(sharded, view.shards)
-        if entries is None:
+    try:
+        doc = decode(status, Status, "status")
+        head = report_of(doc)
+    except ReportError as exc:
+        yield Check(
+            "report content",
+            Verdict.FAIL,
+            f"unreadable: {exc}; the extender cannot use it and schedules without it (basic mode)",
+            "check that the analyzer and the CRD are the same MCO version (`mco version`; runbooks, upgrade)",
+        )
+        return
+    index = index_of(doc)
+    nodes: Mapping[str, NodeAssessment] = {n.name: n for n in head.nodes}
+    if index is not None:
+        found = yield from _shards(index, view.shards)
+        if found is None:
             return
-    yield from _coverage(entries if isinstance(entries, list) else [], view.nodes)
+        nodes = found
+    yield from _coverage(nodes, view.nodes)
 
 
-def _shard_entries(index: Mapping[str, Any], read: Read) -> Generator[Check, None, list[Any] | None]:
-    """The node entries of a sharded report's generation, with its level changes laid over (a check
-    says when shards are missing or behind); None when the shards cannot be read."""
+def _shards(index: ShardIndex, read: Read) -> Generator[Check, None, Mapping[str, NodeAssessment] | None]:
+    """The nodes of a sharded report's generation, with its level changes laid over, from the shards
+    there are (a check says when some are missing, behind or unreadable); None when the shards
+    cannot be listed."""
     name = "report shards"
     if read.error:
         yield _unreadable(name, f"the {SHARD_KIND}s of {REPORT_NAME}", read)
         return None
-    generation, count = index.get("generation"), index.get("count")
-    listed = index.get("versions")
-    versions: list[Any] = listed if isinstance(listed, list) else []
-    found = {
-        _get(s, "spec", "index"): s
-        for s in _items(read)
-        if _get(s, "spec", "generation") == generation and _get(s, "spec", "count") == count
-    }
-    behind = [
-        k
-        for k in range(int(count or 0))
-        if k not in found or not k < len(versions) or (_get(found[k], "status", "version") or 0) < versions[k]
-    ]
-    if behind:
+    try:
+        nodes, problem = gather(index, [shard_of(item) for item in _items(read)])
+    except ReportError as exc:
+        yield Check(name, Verdict.FAIL, f"generation {index.generation}: {exc}", "check the analyzer's log")
+        return None
+    if problem:
         yield Check(
             name,
             Verdict.WARN,
-            f"generation {generation}: {len(behind)} of {count} shards missing or behind; readers keep the "
-            "state they had until every shard is there",
+            f"{problem}; readers keep the state they had until every shard is there",
             "if this lasts beyond a few report intervals, check the analyzer's log for write errors",
         )
     else:
-        yield Check(name, Verdict.OK, f"generation {generation}: all {count} shards present")
-    entries: dict[str, Any] = {}
-    for shard in found.values():
-        nodes = _get(shard, "status", "nodes")
-        if isinstance(nodes, Mapping):
-            entries.update(nodes)
-    changes = index.get("changes")
-    for node, text in changes.items() if isinstance(changes, Mapping) else []:
-        if text is None:
-            entries.pop(node, None)
-        elif isinstance(text, str):
-            entries[node] = {**(entries.get(node) or {}), "name": node, "level": text.split(" ")[0]}
-    return list(entries.values())
+        yield Check(name, Verdict.OK, f"generation {index.generation}: all {index.count} shards present")
+    return nodes
 
 
 #: Labels of control-plane Nodes, which usually run no collector (not counted as missing).
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 
 
-def _coverage(entries: Sequence[Any], nodes: Read) -> Iterator[Check]:
+def _coverage(entries: Mapping[str, NodeAssessment], nodes: Read) -> Iterator[Check]:
     name = "nodes in the report"
     if nodes.error:
         yield _unreadable(name, "Nodes", nodes)
@@ -319,10 +315,9 @@ def _coverage(entries: Sequence[Any], nodes: Read) -> Iterator[Check]:
     items = [n for n in _items(nodes) if isinstance(_get(n, "metadata", "name"), str)]
     control = {n["metadata"]["name"] for n in items if any(k in _labels(n) for k in CONTROL_PLANE_LABELS)}
     cluster = sorted(n["metadata"]["name"] for n in items)
-    levels = {str(_get(e, "name")): str(_get(e, "level")) for e in entries if isinstance(e, Mapping)}
-    missing = [n for n in cluster if n not in levels and n not in control]
-    unknown = sorted(n for n, level in levels.items() if level == "Unknown")
-    high = sorted(n for n, level in levels.items() if level == "High")
+    missing = [n for n in cluster if n not in entries and n not in control]
+    unknown = sorted(n for n, item in entries.items() if item.level is Level.UNKNOWN)
+    high = sorted(n for n, item in entries.items() if item.level is Level.HIGH)
     if missing:
         yield Check(
             name,

@@ -29,8 +29,7 @@ from mco_py.kube.watch import ListWatch, Reflector
 from mco_py.model import Report
 from mco_py.obs.logging import OnceFilter
 from mco_py.report.assemble import ShardAssembler, index_of, shard_of
-from mco_py.report.document import report_of
-from mco_py.report.shards import ShardIndex
+from mco_py.report.document import ShardIndex, Status, decode, report_of
 from mco_py.store.file import decode_document
 
 log = logging.getLogger(__name__)
@@ -189,8 +188,9 @@ class WatchReportSource:
                 snap = Snapshot(None, f"NodeInterferenceReport {self.name} has no status yet")
             else:
                 try:
-                    head = report_of(status)
-                    index = index_of(status)
+                    doc = decode(status, Status, "status")
+                    head = report_of(doc)
+                    index = index_of(doc)
                 except ReportError as exc:
                     snap = Snapshot(None, f"NodeInterferenceReport {self.name}: {exc}", unreadable=True)
                     log.warning("report not usable; basic mode", extra={"problem": snap.problem})

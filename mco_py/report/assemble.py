@@ -9,41 +9,20 @@ state that is not whole, so no node is ever missing or duplicated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeGuard
+from typing import Any
 
 from mco_py.errors import ReportError
 from mco_py.model import NO_DIMENSIONS, NodeAssessment, Report
-from mco_py.report.document import assessment_of
-from mco_py.report.shards import SHARD_KIND, ShardIndex, parse_change, shard_index
+from mco_py.report.document import Entry, ShardHead, ShardIndex, ShardStatus, Status, assessment_of, decode
+from mco_py.report.shards import SHARD_KIND, parse_change, shard_index
 
 
-def _whole(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def index_of(status: Mapping[str, Any]) -> ShardIndex | None:
-    """The ``status.shards`` of a report object (None: the report is inline). Raises :class:`ReportError`."""
-    raw = status.get("shards")
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        raise ReportError("status.shards: expected an object with generation, count, versions and changes")
-    generation, count = raw.get("generation"), raw.get("count")
-    if not _whole(generation):
-        raise ReportError("status.shards.generation: expected a whole number >= 0")
-    if not _whole(count) or count & (count - 1):
-        raise ReportError("status.shards.count: expected 0 or a power of two")
-    if not count:
-        return None
-    versions = raw.get("versions")
-    if not isinstance(versions, list) or len(versions) != count or not all(_whole(v) for v in versions):
-        raise ReportError(f"status.shards.versions: expected {count} whole numbers, one per shard")
-    changes = raw.get("changes") or {}
-    if not isinstance(changes, Mapping) or not all(v is None or isinstance(v, str) for v in changes.values()):
-        raise ReportError('status.shards.changes: expected an object of node name -> "level score [dominant]" or null')
-    return ShardIndex(generation, count, tuple(versions), changes)
+def index_of(status: Status) -> ShardIndex | None:
+    """The shard index of a report's status (None: the report is inline)."""
+    shards = status.shards
+    return shards if shards and shards.count else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,32 +40,38 @@ class Shard:
     """Why the shard could not be decoded (its nodes are then empty)."""
 
 
-def shard_of(obj: Mapping[str, Any]) -> Shard:
-    """Decode a ``NodeInterferenceReportShard`` object; a bad one comes back with its ``problem`` set."""
-    meta = obj.get("metadata")
+def shard_of(obj: object) -> Shard:
+    """Decode a ``NodeInterferenceReportShard`` object (plain data); a bad one comes back with its
+    ``problem`` set (and, when its spec could be read, its generation and index)."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
-    spec = obj.get("spec")
-    numbers = [spec.get(key) for key in ("generation", "index", "count")] if isinstance(spec, Mapping) else []
-    whole = [n for n in numbers if _whole(n)]
-    if len(whole) != 3:
-        return Shard(
-            name, -1, -1, 0, 0, {}, f"{SHARD_KIND} {name}: spec: generation, index and count must be whole numbers >= 0"
-        )
-    generation, index, count = whole
-    status = obj.get("status")
-    raw = status.get("nodes") if isinstance(status, Mapping) else None
-    if raw is None or not isinstance(status, Mapping):  # created, status not written yet
-        return Shard(name, generation, index, count, 0, {}, f"{SHARD_KIND} {name} has no status yet")
-    version = status.get("version")
     try:
-        if not _whole(version):
-            raise ReportError("status.version: expected a whole number >= 0")
-        if not isinstance(raw, Mapping):
-            raise ReportError("status.nodes: expected an object of node name -> entry")
-        nodes = {str(key): assessment_of(entry, f"status.nodes[{key}]") for key, entry in raw.items()}
+        spec = decode(obj, ShardHead, "").spec
     except ReportError as exc:
-        return Shard(name, generation, index, count, 0, {}, f"{SHARD_KIND} {name}: {exc}")
-    return Shard(name, generation, index, count, int(version), nodes)
+        return Shard(name, -1, -1, 0, 0, {}, f"{SHARD_KIND} {name}: {exc}")
+    raw = obj.get("status") if isinstance(obj, Mapping) else None
+    if not isinstance(raw, Mapping) or raw.get("nodes") is None:  # created, status not written yet
+        return Shard(name, spec.generation, spec.index, spec.count, 0, {}, f"{SHARD_KIND} {name} has no status yet")
+    try:
+        status = decode(raw, ShardStatus, "status")
+        nodes = {key: assessment_of(item) for key, item in status.nodes.items()}
+    except ReportError as exc:
+        problem = f"{SHARD_KIND} {name}: {_bad_entry(raw.get('nodes')) or exc}"
+        return Shard(name, spec.generation, spec.index, spec.count, 0, {}, problem)
+    return Shard(name, spec.generation, spec.index, spec.count, status.version, nodes)
+
+
+def _bad_entry(raw: object) -> str:
+    """The first bad entry's problem, naming its node (msgspec names no map key); empty when the
+    entries are not what is wrong."""
+    if not isinstance(raw, Mapping):
+        return ""
+    for key, item in raw.items():
+        try:
+            decode(item, Entry, f"status.nodes[{key}]")
+        except ReportError as exc:
+            return str(exc)
+    return ""
 
 
 def _lacking(index: ShardIndex, mine: Mapping[int, Shard]) -> str:
@@ -115,28 +100,58 @@ def _changed(old: NodeAssessment, change: NodeAssessment) -> NodeAssessment:
     return replace(old, level=change.level, score=change.score, dominant=change.dominant, dimensions=NO_DIMENSIONS)
 
 
-def overlay(by_name: dict[str, NodeAssessment], changes: Mapping[str, str | None]) -> None:
-    """Lay ``changes`` over the shards' nodes (in place): a changed node keeps its shard's signals and
-    reasons with its new level, score and dominant dimension (:func:`_changed`); null removes it."""
+Laid = dict[str, tuple[NodeAssessment | None, str, NodeAssessment]]
+"""Each changed node's overlay: (its shard's entry, the change line, the result)."""
+
+
+def lay(
+    changes: Mapping[str, str | None], held: Callable[[str], NodeAssessment | None], last: Laid
+) -> tuple[dict[str, NodeAssessment | None], Laid]:
+    """The changed nodes: each one's shard entry (``held``) with the level, score and dominant dimension
+    of its change line (:func:`_changed`), or None for a node gone; and what was laid, for the next
+    call. A result in ``last`` is reused while its shard entry and change line are the same (a
+    watching reader lays the changes again on every shard event; most did not move)."""
+    laid: Laid = {}
+    out: dict[str, NodeAssessment | None] = {}
     for name, text in changes.items():
         if text is None:
-            by_name.pop(name, None)
+            out[name] = None
             continue
-        change = parse_change(name, text)
-        old = by_name.get(name)
-        by_name[name] = change if old is None else _changed(old, change)
+        old = held(name)
+        kept = last.get(name)
+        if kept is not None and kept[0] is old and kept[1] == text:
+            result = kept[2]
+        else:
+            change = parse_change(name, text)
+            result = change if old is None else _changed(old, change)
+        out[name] = result
+        laid[name] = (old, text, result)
+    return out, laid
+
+
+def gather(index: ShardIndex, shards: Iterable[Shard]) -> tuple[dict[str, NodeAssessment], str]:
+    """The nodes of ``index``'s generation, by name, with its changes laid over, from the shards there
+    are; and why they are not the whole report (empty when they are). Raises :class:`ReportError`
+    for a bad change line."""
+    mine = _of_generation(index, shards)
+    problem = _lacking(index, mine)
+    by_name = {n.name: n for s in mine.values() for n in s.nodes.values()}
+    changed, _ = lay(index.changes, by_name.get, {})
+    for name, item in changed.items():
+        if item is None:
+            by_name.pop(name, None)
+        else:
+            by_name[name] = item
+    return by_name, problem
 
 
 def compose(head: Report, index: ShardIndex, shards: Iterable[Shard]) -> Report:
     """The whole report: ``head`` (the report object's envelope) with the nodes of ``index``'s
     generation and its changes, sorted by name. Raises :class:`ReportError` when a shard is missing,
     behind or unreadable."""
-    mine = _of_generation(index, shards)
-    problem = _lacking(index, mine)
+    by_name, problem = gather(index, shards)
     if problem:
         raise ReportError(problem)
-    by_name = {n.name: n for s in mine.values() for n in s.nodes.values()}
-    overlay(by_name, index.changes)
     nodes = sorted(by_name.values(), key=lambda n: n.name)
     return Report(head.last_update_time, head.analyzer_identity, head.rules_version, tuple(nodes), head.detail_dropped)
 
@@ -205,8 +220,8 @@ class ShardAssembler:
         self._index: ShardIndex | None = None
         self._shards: Mapping[str, Shard] = {}
         self._served: tuple[Report, ShardedNodes] | None = None
-        self._laid: dict[str, tuple[NodeAssessment | None, str, NodeAssessment]] = {}
-        """Each changed node's last overlay: (shard entry, change line, result), reused while both hold."""
+        self._laid: Laid = {}
+        """The changes laid last (:func:`lay`)."""
         self.problem = ""
         """Why the newest state is not served (empty when it is)."""
 
@@ -232,34 +247,11 @@ class ShardAssembler:
         if self.problem:
             return
         maps = [mine[k].nodes for k in range(index.count)]
+        count = index.count
         try:
-            changed = self._overlay(maps, index.changes, index.count)
+            changed, self._laid = lay(index.changes, lambda name: maps[shard_index(name, count)].get(name), self._laid)
         except ReportError as exc:
             self.problem = str(exc)
             return
         envelope = Report(head.last_update_time, head.analyzer_identity, head.rules_version)
         self._served = (envelope, ShardedNodes(maps, changed))
-
-    def _overlay(
-        self, maps: list[Mapping[str, NodeAssessment]], changes: Mapping[str, str | None], count: int
-    ) -> dict[str, NodeAssessment | None]:
-        """The changed nodes as :func:`overlay` makes them, each result reused while its shard entry and
-        change line are the same (every shard event lays the changes again; most did not move)."""
-        laid: dict[str, tuple[NodeAssessment | None, str, NodeAssessment]] = {}
-        last = self._laid
-        out: dict[str, NodeAssessment | None] = {}
-        for name, text in changes.items():
-            if text is None:
-                out[name] = None
-                continue
-            old = maps[shard_index(name, count)].get(name)
-            kept = last.get(name)
-            if kept is not None and kept[0] is old and kept[1] == text:
-                result = kept[2]
-            else:
-                change = parse_change(name, text)
-                result = change if old is None else _changed(old, change)
-            out[name] = result
-            laid[name] = (old, text, result)
-        self._laid = laid
-        return out

@@ -8,6 +8,8 @@ planner, split into shards once it no longer fits in full (:mod:`mco_py.report.s
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from mco_py.model import Report
 from mco_py.report.cache import EntryCache
 from mco_py.report.document import envelope
@@ -39,17 +41,12 @@ class ReportBuilder:
         record = self._cache.record
         try:
             if self.budget is None:
-                status = envelope(report)
-                status["nodes"] = [record(item).full for item in report.nodes]
-                return Fitted(status)
+                return Fitted(replace(envelope(report), nodes=[record(item).full for item in report.nodes]))
             if self.shards is not None:
                 plan = self.shards.plan(report.nodes, record, report.last_update_time)
                 if plan is None:
                     return fit(report, [record(item) for item in report.nodes], self.budget)
-                status = envelope(report)
-                status["nodes"] = []
-                status["shards"] = plan.index.as_status()
-                return Fitted(status, sum(plan.sizes), shards=plan)
+                return Fitted(replace(envelope(report), shards=plan.index), sum(plan.sizes), shards=plan)
             return fit(report, [record(item) for item in report.nodes], self.budget)
         finally:
             self._cache.end_round()

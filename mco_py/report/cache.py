@@ -9,10 +9,8 @@ bare entry).
 
 from __future__ import annotations
 
-from typing import Any
-
 from mco_py.model import NodeAssessment
-from mco_py.report.document import detail_bytes, encoded_size, entry, has_detail
+from mco_py.report.document import Entry, detail_bytes, encoded_size, entry, has_detail
 
 
 class Record:
@@ -22,8 +20,8 @@ class Record:
 
     def __init__(self, item: NodeAssessment) -> None:
         self.item = item
-        self._full: dict[str, Any] | None = None
-        self._bare: dict[str, Any] | None = None
+        self._full: Entry | None = None
+        self._bare: Entry | None = None
         self._detail = -1
         self._has_detail: bool | None = None
         self._size = -1
@@ -36,14 +34,14 @@ class Record:
         return self._has_detail
 
     @property
-    def full(self) -> dict[str, Any]:
+    def full(self) -> Entry:
         """The entry with its detail."""
         if self._full is None:
             self._full = entry(self.item)
         return self._full
 
     @property
-    def bare(self) -> dict[str, Any]:
+    def bare(self) -> Entry:
         """The entry without its detail (the full one when there is no detail)."""
         if self._bare is None:
             self._bare = entry(self.item, detail=False) if self.has_detail else self.full

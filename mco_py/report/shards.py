@@ -24,13 +24,13 @@ missing or duplicated.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from mco_py.errors import ReportError
 from mco_py.model import NO_DIMENSIONS, Level, NodeAssessment
 from mco_py.report.cache import Record
+from mco_py.report.document import Entry, ShardIndex
 
 #: Largest encoded shard content, bytes: a third of etcd's request limit, room for metadata and
 #: for a shard that grows between two checks.
@@ -79,31 +79,12 @@ def parse_change(name: str, text: object) -> NodeAssessment:
 
 
 @dataclass(frozen=True, slots=True)
-class ShardIndex:
-    """``status.shards`` of the report object: which generation readers serve, its shard count, the
-    version each shard must have reached, and the level changes not yet in the shards."""
-
-    generation: int
-    count: int
-    versions: tuple[int, ...] = ()
-    changes: Mapping[str, str | None] = field(default_factory=dict)
-
-    def as_status(self) -> dict[str, Any]:
-        return {
-            "generation": self.generation,
-            "count": self.count,
-            "versions": list(self.versions),
-            "changes": dict(self.changes),
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class ShardWrite:
     """One shard written whole: its ``status.nodes`` and new ``status.version``."""
 
     index: int
     version: int
-    nodes: dict[str, dict[str, Any]]
+    nodes: dict[str, Entry]
 
 
 @dataclass(frozen=True, slots=True)

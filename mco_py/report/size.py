@@ -16,11 +16,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from mco_py.model import Level, NodeAssessment, Report
 from mco_py.report.cache import Record
-from mco_py.report.document import encoded_size, envelope, summary
+from mco_py.report.document import Entry, Status, encoded_size, envelope, summary
 
 if TYPE_CHECKING:
     from mco_py.report.shards import ShardPlan
@@ -40,8 +42,8 @@ _MARGIN = 32
 class Fitted:
     """A built status document and what fitting it took."""
 
-    status: dict[str, Any]
-    """The status document; its entries are shared with other reports: never mutate them."""
+    status: Status
+    """The status document; its entries are shared with other reports."""
     size: int = 0
     """Encoded size of ``status``, bytes (0: not measured, no budget)."""
     detail_dropped: int = 0
@@ -99,7 +101,7 @@ def fit(report: Report, records: Sequence[Record], budget: int) -> Fitted:
     """
     nodes = report.nodes
     head = envelope(report)
-    size = encoded_size({**head, "nodes": [rec.bare for rec in records]})  # every detail stripped
+    size = encoded_size(replace(head, nodes=[rec.bare for rec in records]))  # every detail stripped
     order = _SacrificeOrder(nodes)
     detailed = [rec.has_detail for rec in records]
     keep = [not d for d in detailed]  # entries shown in full (without detail, bare is full)
@@ -114,7 +116,7 @@ def fit(report: Report, records: Sequence[Record], budget: int) -> Fitted:
         keep[i] = True
     full = size + pending if pending >= 0 else -1
     if 0 <= full <= budget:
-        return Fitted({**head, "nodes": [rec.full for rec in records]}, full)
+        return Fitted(replace(head, nodes=[rec.full for rec in records]), full)
     entries = [rec.full if k else rec.bare for rec, k in zip(records, keep, strict=True)]
     stripped = len(keep) - sum(keep)
     dropped: tuple[str, ...] = ()
@@ -125,12 +127,12 @@ def fit(report: Report, records: Sequence[Record], budget: int) -> Fitted:
         entries = [e for e, k in zip(entries, kept, strict=True) if k]
         counts = summary([n for n, k in zip(nodes, kept, strict=True) if k], stripped)
     else:  # every node stays: the envelope's counts, with the stripped ones
-        counts = {**head["summary"], "detailDropped": stripped}
-    status = {**head, "summary": counts, "nodes": entries}
+        counts = replace(head.summary, detail_dropped=stripped)
+    status = replace(head, summary=counts, nodes=entries)
     return Fitted(status, size + len(str(stripped)), stripped, dropped)
 
 
-def _leave_out(order: list[int], entries: list[dict[str, Any]], size: int, limit: int) -> tuple[list[bool], int]:
+def _leave_out(order: list[int], entries: list[Entry], size: int, limit: int) -> tuple[list[bool], int]:
     """Which entries stay when whole ones are left out in ``order`` until ``size`` is within ``limit``;
     and the size then."""
     kept = [True] * len(entries)

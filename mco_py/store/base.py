@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from mco_py.model import Report
+from mco_py.report.document import Status
 from mco_py.report.size import Fitted
 
 
@@ -30,7 +30,7 @@ class ReportStore(Protocol):
         the report object. Raises :class:`~mco_py.errors.ReportError` subclasses on failure."""
         ...
 
-    def write_status(self, status: Mapping[str, Any]) -> None:
+    def write_status(self, status: Status) -> None:
         """Replace the report with a built ``status`` document (:mod:`mco_py.report`). Raises
         :class:`~mco_py.errors.ReportError` subclasses on failure."""
         ...

@@ -3,38 +3,30 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from mco_py.errors import ReportError, ReportNotFound, StoreUnavailable
-from mco_py.model import GROUP, KIND, VERSION, Report
-from mco_py.report.document import report_of, status_of
+from mco_py.model import Report
+from mco_py.report.document import ObjectMeta, ReportObject, Status, decode_json, report_of, status_of
 from mco_py.report.size import Fitted
 
 DEFAULT_PATH = Path("/var/lib/mco/report.json")
 
 
-def status_document(status: Mapping[str, Any], *, name: str = "cluster") -> dict[str, Any]:
+def status_document(status: Status, *, name: str = "cluster") -> ReportObject:
     """The whole object around a built ``status`` document."""
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": {"name": name}, "status": status}
+    return ReportObject(metadata=ObjectMeta(name), status=status)
 
 
 def decode_document(raw: bytes | str, *, source: str) -> Report:
     """Decode a report file's content; raises :class:`ReportError` naming the source."""
+    doc = decode_json(raw, ReportObject, source)
     try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{source}: not valid JSON: {exc}") from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("status"), dict):
-        raise ReportError(f"{source}: expected a {KIND} document with a status object")
-    try:
-        return report_of(doc["status"])
+        return report_of(doc.status)
     except ReportError as exc:
         raise ReportError(f"{source}: {exc}") from exc
 
@@ -67,7 +59,7 @@ class FileReportStore:
             raise ReportError(f"{self.path}: a report file holds one document; shards are for cluster mode")
         self.write_status(fitted.status)
 
-    def write_status(self, status: Mapping[str, Any]) -> None:
+    def write_status(self, status: Status) -> None:
         data = msgspec.json.encode(status_document(status, name=self.name))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

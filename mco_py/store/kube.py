@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, cast
 
+import msgspec
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from msgspec.structs import replace
 from urllib3.exceptions import HTTPError
 
 from mco_py.errors import (
@@ -34,13 +37,12 @@ from mco_py.errors import (
 )
 from mco_py.model import GROUP, KIND, PLURAL, VERSION, Report, format_time
 from mco_py.report.assemble import compose, index_of, shard_of
-from mco_py.report.document import report_of, status_of
+from mco_py.report.document import ShardIndex, ShardStatus, Status, decode, report_of, status_of
 from mco_py.report.shards import (
     GENERATION_LABEL,
     REPORT_LABEL,
     SHARD_KIND,
     SHARD_PLURAL,
-    ShardIndex,
     ShardPlan,
     ShardWrite,
     shard_name,
@@ -59,6 +61,58 @@ def translate(exc: Exception, *, what: str) -> ReportError:
 
 
 DEFAULT_NAME = "cluster"
+_COLLECTION = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+_SHARDS = f"/apis/{GROUP}/{VERSION}/{SHARD_PLURAL}"
+_encode = msgspec.json.Encoder().encode
+
+
+def status_body(name: str, status: Status, resource_version: str | None) -> bytes:
+    """The body that replaces report ``name``'s status with ``status`` (``resource_version``: the
+    object's as read, so a concurrent write is a conflict)."""
+    return _encode(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": KIND,
+            "metadata": {"name": name, "resourceVersion": resource_version},
+            "status": status,
+        }
+    )
+
+
+def shard_patch(write: ShardWrite) -> bytes:
+    """The JSON patch that replaces a shard's whole status with ``write``: no resourceVersion to read
+    first, and a shard deleted meanwhile is a 404 (the next round starts a new generation)."""
+    return _encode([{"op": "add", "path": "/status", "value": ShardStatus(write.version, write.nodes)}])
+
+
+def _send_json(
+    api_client: client.ApiClient,
+    method: str,
+    path: str,
+    body: bytes,
+    *,
+    content_type: str = "application/json",
+    timeout: float = 10.0,
+) -> None:
+    """Send ``body``, JSON already encoded (msgspec: a few ms per MB), to ``path`` with the client's
+    own authentication and TLS. The client's generated methods would turn it into Python objects
+    and ``json.dumps`` them again (~100 ms per MB). Raises ``ApiException`` for a status of 300
+    or above, as those methods do, and urllib3 or OS errors when the server cannot be reached."""
+    method, url, headers, _, _ = api_client.param_serialize(
+        method,
+        path,
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    resp = api_client.rest_client.pool_manager.request(
+        method, url, body=body, headers=headers, timeout=urllib3.Timeout(total=timeout), preload_content=False
+    )
+    try:
+        data = resp.data
+    finally:
+        resp.release_conn()
+    if not 200 <= resp.status < 300:
+        raise ApiException(status=resp.status, reason=resp.reason, body=data[:1000].decode("utf-8", "replace"))
 
 
 class KubeReportStore:
@@ -116,8 +170,9 @@ class KubeReportStore:
             if not isinstance(status, dict):
                 raise ReportNotFound(f"{self.describe()} exists but has no status yet")
             try:
-                head = report_of(status)
-                index = index_of(status)
+                doc = decode(status, Status, "status")
+                head = report_of(doc)
+                index = index_of(doc)
                 if index is None:
                     return head
                 return compose(head, index, self._list_shards(f"{GENERATION_LABEL}={index.generation}"))
@@ -165,18 +220,11 @@ class KubeReportStore:
         log.info("created %s", self.describe())
         return obj
 
-    def _replace_status(self, obj: dict[str, Any], status: Mapping[str, Any]) -> None:
+    def _replace_status(self, obj: dict[str, Any], status: Status) -> None:
         metadata = obj.get("metadata") or {}
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": KIND,
-            "metadata": {"name": self.name, "resourceVersion": metadata.get("resourceVersion")},
-            "status": status,
-        }
+        body = status_body(self.name, status, metadata.get("resourceVersion"))
         try:
-            self.api.replace_cluster_custom_object_status(
-                GROUP, VERSION, PLURAL, self.name, body, _request_timeout=self.timeout
-            )
+            _send_json(self.api.api_client, "PUT", f"{_COLLECTION}/{self.name}/status", body, timeout=self.timeout)
         except (ApiException, HTTPError, OSError) as exc:
             raise translate(exc, what=f"update {self.describe()} status") from exc
 
@@ -210,15 +258,16 @@ class KubeReportStore:
         extender's TTL to write). Raises :class:`GenerationTaken` when the report object already
         names this generation or a later one."""
         try:
-            served_status = self._get().get("status")
+            raw = self._get().get("status")
         except ReportNotFound:
-            served_status = None
-        served = None
-        if isinstance(served_status, dict):
+            raw = None
+        served_status = None
+        if isinstance(raw, dict) and raw:
             try:
-                served = index_of(served_status)
-            except ReportError:
-                served = None
+                served_status = decode(raw, Status, "status")
+            except ReportError:  # unreadable: readers serve nothing from it, no heartbeat to keep
+                served_status = None
+        served = index_of(served_status) if served_status is not None else None
         if served is not None and plan.index.generation <= served.generation:
             raise GenerationTaken(
                 f"{self.describe()} names generation {served.generation}, not below the new "
@@ -229,26 +278,22 @@ class KubeReportStore:
         beat = self.monotonic()
         for write in plan.writes:
             self._retrying(lambda w=write: self._write_shard(plan, w), what="write shard")  # type: ignore[misc]
-            if isinstance(served_status, dict) and self.monotonic() - beat >= self.heartbeat_seconds:
-                self.write_status({**served_status, "lastUpdateTime": format_time(self.clock())})
+            if served_status is not None and self.monotonic() - beat >= self.heartbeat_seconds:
+                self.write_status(replace(served_status, last_update_time=format_time(self.clock())))
                 beat = self.monotonic()
 
     def _write_shard(self, plan: ShardPlan, write: ShardWrite) -> None:
         name = shard_name(self.name, plan.index.generation, write.index)
         if plan.new_generation:
             self._create_shard(name, plan.index, write.index)
-        # a JSON patch replacing the whole status: no resourceVersion to read first, and a shard
-        # deleted meanwhile is a 404 (the next round starts a new generation)
-        patch = [{"op": "add", "path": "/status", "value": {"version": write.version, "nodes": write.nodes}}]
         try:
-            self.api.patch_cluster_custom_object_status(
-                GROUP,
-                VERSION,
-                SHARD_PLURAL,
-                name,
-                patch,
-                _content_type="application/json-patch+json",
-                _request_timeout=self.timeout * 6,
+            _send_json(
+                self.api.api_client,
+                "PATCH",
+                f"{_SHARDS}/{name}/status",
+                shard_patch(write),
+                content_type="application/json-patch+json",
+                timeout=self.timeout * 6,
             )
         except (ApiException, HTTPError, OSError) as exc:
             raise translate(exc, what=f"update {SHARD_KIND} {name} status") from exc
@@ -320,7 +365,7 @@ class KubeReportStore:
                 log.debug("%s: transient error; retrying (%d)", what, errors)
                 self.sleep(self.backoff * 2 ** (errors - 1))
 
-    def write_status(self, status: Mapping[str, Any]) -> None:
+    def write_status(self, status: Status) -> None:
         conflicts = 0
         errors = 0
         while True:

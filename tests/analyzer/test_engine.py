@@ -6,11 +6,11 @@ import gc
 import json
 import time
 import weakref
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+import msgspec
 import pytest
+from msgspec.structs import replace
 from prometheus_client import CollectorRegistry
 
 from mco_py.analyzer.engine import FULL_COLLECTION_EVERY, Engine, Outcome, _gc_paused
@@ -18,7 +18,7 @@ from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.writer import ReportLoop
 from mco_py.model import SIGNAL_NAMES, Sample
 from mco_py.report.builder import ReportBuilder
-from mco_py.report.document import report_of
+from mco_py.report.document import Status, report_of
 from mco_py.report.size import Fitted
 from mco_py.store.file import FileReportStore
 from tests.contracts import crd_schema
@@ -105,15 +105,15 @@ def test_the_previous_report_is_released_after_the_new_one_is_written(tmp_path: 
     previous: list[weakref.ref[_Marker]] = []
 
     class Store(FileReportStore):
-        def write_status(self, status: Mapping[str, Any]) -> None:
+        def write_status(self, status: Status) -> None:
             alive_at_write.append(len(previous) >= 2 and previous[-2]() is not None)  # the last tick's
-            super().write_status({k: v for k, v in status.items() if k != "marker"})
+            super().write_status(replace(status, nodes=[n for n in status.nodes if not isinstance(n, _Marker)]))
 
     def build() -> Fitted:
         marker = _Marker()
         previous.append(weakref.ref(marker))
         fitted = real_build()
-        fitted.status["marker"] = marker  # held only by the fitted report
+        fitted.status.nodes.append(marker)  # type: ignore[arg-type]  # held only by the fitted report
         return fitted
 
     real_build = engine.build_report
@@ -187,7 +187,7 @@ def test_repeated_reports_equal_a_fresh_engine_report() -> None:
     second = engine.build_report()
     engine._scorer.drop_kept_assessments()
     reference = ReportBuilder(3000).build(engine._scorer.report(clock.now, identity=engine.identity)[0])
-    assert json.dumps(second.status) == json.dumps(reference.status)
+    assert msgspec.json.encode(second.status) == msgspec.json.encode(reference.status)
     assert first.status != second.status
 
 

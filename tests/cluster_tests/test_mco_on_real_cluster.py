@@ -551,7 +551,7 @@ def _scale_report(env: Env) -> None:
     built = builder.build(Report(t, "analyzer-scale", "r1", tuple(nodes.values())))
     assert built.shards is not None
     assert not built.shards.new_generation
-    changes = built.status["shards"]["changes"]
+    changes = built.shards.index.changes
     whole = {n for w in built.shards.writes for n in w.nodes}  # the shards due for their refresh
     assert set(changes) | whole >= {nodes[i].name for i in range(0, SCALE_NODES, 20)}
     assert len(built.shards.writes) < count // 4

@@ -11,7 +11,7 @@ import pytest
 
 from mco_py import model
 from mco_py.model import DimensionScore, Level, NodeAssessment, Report
-from mco_py.report.document import report_of, status_of
+from mco_py.report.document import ShardSpec, ShardStatus, Status, decode, report_of, status_of, to_builtins
 from tests.contracts import crd_schema
 
 SAMPLE = json.loads((Path(__file__).parent / "sample_report.json").read_text())
@@ -108,7 +108,7 @@ def test_report_written_by_the_model_validates_and_round_trips() -> None:
             NodeAssessment(name="n2", level=Level.UNKNOWN, score=0.0, reasons=("no sample for 31 s",)),
         ),
     )
-    status = status_of(report)
+    status = to_builtins(status_of(report))
     doc = {"apiVersion": f"{model.GROUP}/{model.VERSION}", "kind": model.KIND, "metadata": {"name": "cluster"}}
     assert crd_schema.errors({**doc, "status": status}) == []
     assert status["summary"] == {
@@ -120,7 +120,7 @@ def test_report_written_by_the_model_validates_and_round_trips() -> None:
         "high": 0,
         "unknown": 1,
     }
-    back = report_of(status)
+    back = report_of(decode(status, Status, "status"))
     assert back.nodes[0].level is Level.MEDIUM
     assert back.nodes[0].signals == {"psiCpuSomeAvg10": 35.0, "cpuStealPercent": 2.0}
     assert back.nodes[0] == report.nodes[0]
@@ -148,3 +148,64 @@ def test_the_shard_crd_holds_the_same_entry_as_the_report() -> None:
     assert nodes["x-kubernetes-map-type"] == "atomic"
     shards = report["properties"]["status"]["properties"]["shards"]
     assert set(shards["properties"]) == {"generation", "count", "versions", "changes"}
+
+
+_CONSTRAINTS = ("type", "minimum", "maximum", "minLength", "maxLength", "maxItems", "maxProperties", "nullable")
+
+
+def _ours(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """A msgspec JSON schema node with its ``$ref`` resolved and ``X | None`` as ``nullable``."""
+    if "$ref" in schema:
+        schema = defs[schema["$ref"].rsplit("/", 1)[1]]
+    if "anyOf" in schema:
+        (kept,) = [s for s in schema["anyOf"] if s.get("type") != "null"]
+        schema = {**_ours(kept, defs), "nullable": True}
+    if "enum" in schema and "type" not in schema:
+        schema = {**schema, "type": "string"}
+    return schema
+
+
+def _mirror_problems(crd: dict[str, Any], ours: dict[str, Any], defs: dict[str, Any], path: str) -> list[str]:
+    """Where the struct's schema and the CRD's differ: a field, a type or a constraint (the struct
+    may require less: a reader takes what the API server would accept)."""
+    ours = _ours(ours, defs)
+    problems = [
+        f"{path}: {key} {crd.get(key)!r} in the CRD, {ours.get(key)!r} in the struct"
+        for key in _CONSTRAINTS
+        if crd.get(key) != ours.get(key)
+    ]
+    if sorted(crd.get("enum", [])) != sorted(ours.get("enum", [])):
+        problems.append(f"{path}: enum {crd.get('enum')} in the CRD, {ours.get('enum')} in the struct")
+    if not set(ours.get("required", [])) <= set(crd.get("required", [])):
+        problems.append(f"{path}: the struct requires {ours['required']}, the CRD {crd.get('required')}")
+    if path.endswith(".signals"):  # named signals in the CRD (checked above); a name -> number map here
+        return problems
+    crd_props, our_props = crd.get("properties", {}), ours.get("properties", {})
+    if set(crd_props) != set(our_props):
+        problems.append(f"{path}: fields {sorted(crd_props)} in the CRD, {sorted(our_props)} in the struct")
+    for name in set(crd_props) & set(our_props):
+        problems += _mirror_problems(crd_props[name], our_props[name], defs, f"{path}.{name}")
+    for key in ("items", "additionalProperties"):
+        if key in crd or key in ours:
+            problems += _mirror_problems(crd.get(key, {}), ours.get(key, {}), defs, f"{path}.{key}")
+    return problems
+
+
+@pytest.mark.parametrize(
+    ("crd_file", "field", "struct"),
+    [
+        (f"{model.PLURAL}.yaml", "status", Status),
+        ("nodeinterferencereportshards.yaml", "status", ShardStatus),
+        ("nodeinterferencereportshards.yaml", "spec", ShardSpec),
+    ],
+)
+def test_the_document_structs_mirror_the_crd_schema(crd_file: str, field: str, struct: type) -> None:
+    """The structs that encode and decode the report have the CRD's fields, types and limits: what the
+    analyzer writes the API server accepts, and a reader checks what the API server would."""
+    import msgspec
+    import yaml
+
+    crd = yaml.safe_load((crd_schema.CRD_PATH.parent / crd_file).read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][field]
+    ours = msgspec.json.schema(struct)
+    assert _mirror_problems(schema, ours, ours["$defs"], field) == []

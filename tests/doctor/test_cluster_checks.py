@@ -70,7 +70,7 @@ def healthy() -> ClusterView:
                 "status": {
                     "lastUpdateTime": rfc3339(NOW - 3),
                     "analyzer": {"identity": "analyzer-0", "rulesVersion": "v7"},
-                    "nodes": [{"name": "n1", "level": "Low"}, {"name": "n2", "level": "High"}],
+                    "nodes": [{"name": "n1", "level": "Low", "score": 5}, {"name": "n2", "level": "High", "score": 5}],
                 }
             }
         ),
@@ -140,7 +140,9 @@ def _status(view: ClusterView, **changes: Any) -> ClusterView:
             "1 of 3 Nodes have no entry (no collector data): n3",
         ),
         (
-            lambda v: _status(v, nodes=[{"name": "n1", "level": "Unknown"}, {"name": "n2", "level": "Low"}]),
+            lambda v: _status(
+                v, nodes=[{"name": "n1", "level": "Unknown", "score": 5}, {"name": "n2", "level": "Low", "score": 5}]
+            ),
             "nodes in the report",
             Verdict.WARN,
             "1 nodes are Unknown",
@@ -371,7 +373,7 @@ def sharded(*, versions: list[int], shard_versions: dict[int, int], changes: dic
     view = healthy()
     status = {**view.report.doc["status"], "nodes": []}
     status["shards"] = {"generation": 7, "count": 2, "versions": versions, "changes": changes}
-    held = {0: {n: {"name": n, "level": "Low"} for n in ("n1", "n2")}, 1: {}}
+    held = {0: {n: {"name": n, "level": "Low", "score": 5} for n in ("n1", "n2")}, 1: {}}
     shards = [
         {
             "spec": {"report": "cluster", "generation": 7, "index": k, "count": 2},
@@ -382,6 +384,18 @@ def sharded(*, versions: list[int], shard_versions: dict[int, int], changes: dic
     return replace(view, report=Read({"status": status}), shards=Read({"items": shards}))
 
 
+def test_a_report_the_extender_cannot_read_is_named_with_its_bad_field() -> None:
+    view = healthy()
+    status = {**view.report.doc["status"], "nodes": [{"name": "n1", "level": "Low", "score": 101}]}
+    got = verdicts(judge_cluster(replace(view, report=Read({"status": status})), ttl=TTL))
+    assert got["report content"] == (
+        Verdict.FAIL,
+        "unreadable: status: Expected `float` <= 100.0 - at `nodes[0].score`; the extender cannot use it and "
+        "schedules without it (basic mode)",
+    )
+    assert "nodes in the report" not in got
+
+
 def test_a_sharded_report_is_read_from_its_shards_with_the_changes_laid_over() -> None:
     got = verdicts(
         judge_cluster(sharded(versions=[1, 1], shard_versions={0: 1, 1: 1}, changes={"n2": "High 80 io"}), ttl=TTL)
@@ -390,12 +404,20 @@ def test_a_sharded_report_is_read_from_its_shards_with_the_changes_laid_over() -
     assert got["nodes in the report"] == (Verdict.OK, "all 2 Nodes reported; High: n2")
     got = verdicts(judge_cluster(sharded(versions=[1, 2], shard_versions={0: 1, 1: 1}, changes={"n2": None}), ttl=TTL))
     assert got["report shards"][0] is Verdict.WARN
-    assert got["report shards"][1].startswith("generation 7: 1 of 2 shards missing or behind")
+    assert got["report shards"][1].startswith("report generation 7 is incomplete: 1 of 2 shards missing")
     assert got["nodes in the report"][0] is Verdict.WARN  # n2 left the report
     assert "n2" in got["nodes in the report"][1]
     got = verdicts(judge_cluster(sharded(versions=[1, 1], shard_versions={1: 1}, changes={}), ttl=TTL))
-    assert got["report shards"][1].startswith("generation 7: 1 of 2 shards missing or behind")
+    assert got["report shards"][1].startswith("report generation 7 is incomplete: 1 of 2 shards missing")
     assert got["nodes in the report"][0] is Verdict.WARN  # shard 0 missing: n1 and n2 have no entry
+    got = verdicts(
+        judge_cluster(sharded(versions=[1, 1], shard_versions={0: 1, 1: 1}, changes={"n2": "Loud 3"}), ttl=TTL)
+    )
+    assert got["report shards"] == (
+        Verdict.FAIL,
+        "generation 7: status.shards.changes[n2]: 'Loud 3': unknown level 'Loud'; "
+        "expected one of ['None', 'Low', 'Medium', 'High', 'Unknown']",
+    )
     view = replace(sharded(versions=[1, 1], shard_versions={}, changes={}), shards=Read(error="HTTP 403 Forbidden"))
     got = verdicts(judge_cluster(view, ttl=TTL))
     assert got["report shards"][0] is Verdict.FAIL

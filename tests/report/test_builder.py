@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ from mco_py.model import (
     round_to,
 )
 from mco_py.report.builder import ReportBuilder
-from mco_py.report.document import encoded_size, entry, status_of
+from mco_py.report.document import Status, decode_json, encoded_size, entry, status_of, to_builtins
 from tests.report import oracle
 
 times = st.one_of(
@@ -87,12 +88,18 @@ def test_the_document_equals_the_plain_one(nodes: list[NodeAssessment], updated:
     report = Report(
         last_update_time=updated, analyzer_identity="a", rules_version="r", nodes=tuple(nodes), detail_dropped=dropped
     )
-    reference = json.dumps(oracle.report_to_status(report))  # same keys, same order, same values (NaN-safe)
-    assert json.dumps(status_of(report)) == reference
-    assert json.dumps(ReportBuilder().build(report).status) == reference
+    reference = _dump(oracle.report_to_status(report))  # same keys, same order, same values
+    assert _dump(status_of(report)) == reference
+    assert _dump(ReportBuilder().build(report).status) == reference
     for item in nodes:
-        assert entry(item, detail=False) == oracle.assessment_to_dict(oracle.stripped(item))
-    assert not any(math.isnan(v) for n in status_of(report)["nodes"] for v in n.get("signals", {}).values())
+        assert to_builtins(entry(item, detail=False)) == oracle.assessment_to_dict(oracle.stripped(item))
+    assert not any(math.isnan(v) for n in status_of(report).nodes for v in (n.signals or {}).values())
+    assert status_document_round_trips(status_of(report))
+
+
+def status_document_round_trips(status: Status) -> bool:
+    """The document decodes to what was encoded (one struct for both ways)."""
+    return decode_json(msgspec.json.encode(status), Status, "status") == status
 
 
 # --- a report built from cached assessments and entries equals one built from scratch ---
@@ -132,8 +139,9 @@ def _strict_rules() -> DetectionRules:
     )
 
 
-def _dump(status: object) -> str:
-    return json.dumps(status, sort_keys=False)
+def _dump(status: object) -> bytes:
+    """The document's JSON, keys in their order (structs and the oracle's dicts alike)."""
+    return msgspec.json.encode(status)
 
 
 @settings(max_examples=200, deadline=None)
@@ -207,7 +215,7 @@ def test_unchanged_entries_are_reused_and_changed_ones_rebuilt() -> None:
     first = builder.build(scorer.report(now, identity="a")[0]).status
     scorer.observe(Sample("node-2", now + 1, {"psiCpuSomeAvg10": 90.0}), now + 1)
     second = builder.build(scorer.report(now + 1, identity="a")[0]).status
-    assert second["nodes"][0] is first["nodes"][0]
-    assert second["nodes"][2] is not first["nodes"][2]
-    assert second["nodes"][2]["signals"]["psiCpuSomeAvg10"] > 3.0  # smoothed towards 90
-    assert first["nodes"][2]["signals"] == {"psiCpuSomeAvg10": 3.0}  # earlier results are not mutated
+    assert second.nodes[0] is first.nodes[0]
+    assert second.nodes[2] is not first.nodes[2]
+    assert second.nodes[2].signals["psiCpuSomeAvg10"] > 3.0  # smoothed towards 90
+    assert first.nodes[2].signals == {"psiCpuSomeAvg10": 3.0}  # earlier results are not mutated

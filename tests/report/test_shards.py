@@ -23,9 +23,17 @@ from mco_py.report.assemble import (
     shard_of,
 )
 from mco_py.report.builder import ReportBuilder
-from mco_py.report.document import encoded_size, entry, report_of
-from mco_py.report.shards import (
+from mco_py.report.document import (
     ShardIndex,
+    ShardStatus,
+    Status,
+    decode,
+    encoded_size,
+    entry,
+    report_of,
+    to_builtins,
+)
+from mco_py.report.shards import (
     ShardPlanner,
     change_of,
     parse_change,
@@ -74,9 +82,9 @@ class FakeApi:
                             "count": plan.index.count,
                         },
                     }
-                self.shards[key]["status"] = {"version": write.version, "nodes": dict(write.nodes)}
+                self.shards[key]["status"] = to_builtins(ShardStatus(write.version, write.nodes))  # as sent
                 self.bytes_written += encoded_size(self.shards[key]["status"])
-        self.status = built.status
+        self.status = decode(to_builtins(built.status), Status, "status")  # as sent, read back
         self.bytes_written += encoded_size(self.status)
         index = index_of(self.status)
         for key in [k for k, o in self.shards.items() if index is None or o["spec"]["generation"] != index.generation]:
@@ -112,8 +120,8 @@ def test_a_report_that_fits_stays_inline_and_looks_as_before() -> None:
     nodes = [node(i) for i in range(20)]
     built = builder().build(report(nodes, 1000.0))
     assert built.shards is None
-    assert "shards" not in built.status
-    assert [e["name"] for e in built.status["nodes"]] == [n.name for n in sorted(nodes, key=lambda n: n.name)]
+    assert not built.status.shards
+    assert [e.name for e in built.status.nodes] == [n.name for n in sorted(nodes, key=lambda n: n.name)]
 
 
 def test_a_large_report_is_split_with_every_node_in_full_once_in_its_shard() -> None:
@@ -123,10 +131,10 @@ def test_a_large_report_is_split_with_every_node_in_full_once_in_its_shard() -> 
     plan = built.shards
     assert plan is not None
     assert plan.new_generation
-    assert built.status["nodes"] == []
-    assert built.status["shards"] == plan.index.as_status()
-    assert built.status["summary"]["nodes"] == 600
-    assert built.status["summary"]["low"] == 600
+    assert built.status.nodes == []
+    assert built.status.shards == plan.index
+    assert built.status.summary.nodes == 600
+    assert built.status.summary.low == 600
     assert len(plan.writes) == plan.index.count
     assert {w.version for w in plan.writes} == {1}
     seen: dict[str, int] = {}
@@ -152,24 +160,24 @@ def test_between_refreshes_level_changes_go_to_the_report_object_and_no_shard_is
     assert plan is not None
     assert not plan.new_generation
     assert plan.writes == ()
-    assert built.status["shards"]["changes"] == {}
+    assert built.status.shards.changes == {}
     nodes[7] = replace(node(7, Level.HIGH, t=1002.0), score=87.456, dominant="io")
     del nodes[8]
     nodes[9999] = node(9999)
     built = b.build(report(list(nodes.values()), 1002.0))
     assert built.shards is not None
     assert built.shards.writes == ()
-    assert built.status["shards"]["changes"] == {
+    assert built.status.shards.changes == {
         "node-00007": "High 87.46 io",
         "node-00008": None,
         "node-09999": "Low 12.5 cpu",
     }
-    assert built.status["summary"]["nodes"] == 600
-    assert built.status["summary"]["high"] == 1
+    assert built.status.summary.nodes == 600
+    assert built.status.summary.high == 1
     # back to the level its shard holds: the change line goes
     nodes[7] = node(7, t=1003.0)
     built = b.build(report(list(nodes.values()), 1003.0))
-    assert "node-00007" not in built.status["shards"]["changes"]
+    assert "node-00007" not in built.status.shards.changes
 
 
 def test_changes_over_their_budget_write_the_shards_holding_most() -> None:
@@ -186,10 +194,10 @@ def test_changes_over_their_budget_write_the_shards_holding_most() -> None:
     assert plan is not None
     assert plan.writes
     assert len(plan.writes) < plan.index.count
-    assert encoded_size(built.status["shards"]["changes"]) <= 2_000
+    assert encoded_size(built.status.shards.changes) <= 2_000
     assert {w.version for w in plan.writes} == {2}
     written = {n for w in plan.writes for n in w.nodes}
-    assert not written & set(built.status["shards"]["changes"])  # a written node's change is done
+    assert not written & set(built.status.shards.changes)  # a written node's change is done
 
 
 def test_every_shard_is_rewritten_whole_within_the_refresh_period_staggered() -> None:
@@ -355,15 +363,21 @@ def test_a_reader_lays_changes_over_the_shards_and_waits_for_shards_the_index_sa
 
 
 def test_bad_index_and_bad_shards_are_named() -> None:
-    with pytest.raises(ReportError, match=r"status.shards.count: expected 0 or a power of two"):
-        index_of({"shards": {"generation": 1, "count": 3}})
-    with pytest.raises(ReportError, match=r"status.shards: expected an object"):
-        index_of({"shards": [1]})
-    with pytest.raises(ReportError, match=r"status.shards.versions: expected 2 whole numbers"):
-        index_of({"shards": {"generation": 1, "count": 2, "versions": [1]}})
-    with pytest.raises(ReportError, match=r"status.shards.changes"):
-        index_of({"shards": {"generation": 1, "count": 2, "versions": [1, 1], "changes": {"a": 3}}})
-    assert index_of({"shards": {"generation": 1, "count": 0}}) is None
+    def index(shards: object) -> ShardIndex | None:
+        return index_of(decode({"lastUpdateTime": "2026-12-03T10:00:00Z", "shards": shards}, Status, "status"))
+
+    with pytest.raises(ReportError, match=r"^status: shards.count must be 0 or a power of two, not 3 - at `shards`"):
+        index({"generation": 1, "count": 3, "versions": [1, 1, 1]})
+    with pytest.raises(ReportError, match=r"^status: Expected `object`, got `array` - at `shards`"):
+        index([1])
+    with pytest.raises(ReportError, match=r"shards.versions must hold 2 versions, one per shard"):
+        index({"generation": 1, "count": 2, "versions": [1]})
+    with pytest.raises(ReportError, match=r"Expected `str \| null`, got `int` - at `shards.changes\[...\]`"):
+        index({"generation": 1, "count": 2, "versions": [1, 1], "changes": {"a": 3}})
+    with pytest.raises(ReportError, match=r"Expected `int` >= 0 - at `shards.generation`"):
+        index({"generation": -1, "count": 0})
+    assert index({"generation": 1, "count": 0}) is None
+    assert index({"generation": 1, "count": 2, "versions": [1, 1]}) == ShardIndex(1, 2, (1, 1))
     spec = {"generation": 1, "index": 0, "count": 2}
     bad = shard_of(
         {
@@ -374,7 +388,10 @@ def test_bad_index_and_bad_shards_are_named() -> None:
     )
     assert bad.problem.startswith("NodeInterferenceReportShard cluster-g1-0: status.nodes[a]")
     assert "has no status yet" in shard_of({"metadata": {"name": "x"}, "spec": spec}).problem
-    assert "status.version" in shard_of({"metadata": {"name": "x"}, "spec": spec, "status": {"nodes": {}}}).problem
+    assert (
+        "status: Object missing required field `version`"
+        in shard_of({"metadata": {"name": "x"}, "spec": spec, "status": {"nodes": {}}}).problem
+    )
     assert "spec" in shard_of({"metadata": {"name": "x"}}).problem
     good = shard_of({"metadata": {"name": "y"}, "spec": {**spec, "index": 1}, "status": {"version": 1, "nodes": {}}})
     head = Report(1.0, "a", "v")

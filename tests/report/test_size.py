@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mco_py.model import SIGNAL_NAMES, Level, NodeAssessment, Report
 from mco_py.report.builder import ReportBuilder
-from mco_py.report.document import encoded_size, report_of, status_of
+from mco_py.report.document import encoded_size, report_of, status_of, to_builtins
 from tests.contracts import crd_schema
 
 
@@ -38,13 +38,17 @@ def test_none_detail_dropped_first_and_counted() -> None:
     fitted = ReportBuilder(budget).build(report)
     assert fitted.size <= budget
     assert fitted.nodes_dropped == ()
-    assert len(fitted.status["nodes"]) == 2000
+    assert len(fitted.status.nodes) == 2000
     assert fitted.detail_dropped > 0
-    assert fitted.status["summary"]["detailDropped"] == fitted.detail_dropped
+    assert fitted.status.summary.detail_dropped == fitted.detail_dropped
     for item in report_of(fitted.status).nodes:
         if item.level is Level.HIGH:
             assert item.signals, "High nodes keep their detail while None detail can go"
-    doc = {"apiVersion": "mco.many-core.io/v1alpha1", "kind": "NodeInterferenceReport", "status": fitted.status}
+    doc = {
+        "apiVersion": "mco.many-core.io/v1alpha1",
+        "kind": "NodeInterferenceReport",
+        "status": to_builtins(fitted.status),
+    }
     assert crd_schema.errors(doc) == []
 
 
@@ -54,9 +58,9 @@ def test_nodes_dropped_only_when_bare_entries_do_not_fit() -> None:
     assert fitted.size <= 20_000
     assert fitted.nodes_dropped
     assert fitted.detail_dropped > 0
-    kept = {n["name"] for n in fitted.status["nodes"]}
+    kept = {n.name for n in fitted.status.nodes}
     assert kept.isdisjoint(fitted.nodes_dropped)
-    assert fitted.status["summary"]["nodes"] == len(kept) == 500 - len(fitted.nodes_dropped)
+    assert fitted.status.summary.nodes == len(kept) == 500 - len(fitted.nodes_dropped)
     dropped_levels = {n.level for n in report.nodes if n.name not in kept}
     assert dropped_levels == {Level.NONE}, "High nodes are kept as long as None nodes can go"
 

@@ -148,7 +148,7 @@ def test_hot_path_scores_the_usual_sample_and_rejects_the_rest() -> None:
     outcome = engine.accept_messages([good, twice, negative, good], Outcome())
     assert (outcome.accepted, outcome.rejected) == (1, 3)
     assert list(outcome.counts) == ["duplicate_signal", "negative_value", "out_of_order"]
-    [entry] = engine.build_report().status["nodes"]  # type: ignore[index]
-    assert entry["name"] == "node-a"
-    assert entry["score"] > 0
-    assert set(entry["signals"]) == set(SIGNAL_NAMES)
+    [entry] = engine.build_report().status.nodes
+    assert entry.name == "node-a"
+    assert entry.score > 0
+    assert set(entry.signals or ()) == set(SIGNAL_NAMES)

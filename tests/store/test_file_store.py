@@ -42,9 +42,15 @@ def test_missing_file_is_not_found(tmp_path: Path) -> None:
     ("content", "fragment"),
     [
         ("{not json", "not valid JSON"),
-        ('{"status": 3}', "with a status object"),
-        ('{"status": {"nodes": []}}', "lastUpdateTime is required"),
-        ('{"status": {"lastUpdateTime": "2026-01-01T00:00:00Z", "nodes": [{"name": "a", "level": "Bad"}]}}', "level"),
+        ("[]", r"report.json: Expected `object`, got `array`$"),
+        ('{"status": 3}', r"report.json: Expected `object`, got `int` - at `status`$"),
+        ('{"status": {"nodes": []}}', r"report.json: Object missing required field `lastUpdateTime` - at `status`$"),
+        ('{"status": {"lastUpdateTime": "yesterday"}}', r"report.json: status.lastUpdateTime: invalid RFC 3339 time"),
+        (
+            '{"status": {"lastUpdateTime": "2026-01-01T00:00:00Z", '
+            '"nodes": [{"name": "a", "level": "Bad", "score": 1}]}}',
+            r"Invalid enum value 'Bad' - at `status.nodes\[0\].level`$",
+        ),
     ],
 )
 def test_garbage_is_a_clear_error(tmp_path: Path, content: str, fragment: str) -> None:
