@@ -163,16 +163,24 @@ class ShardedNodes(Mapping[str, NodeAssessment]):
     __slots__ = ("_changed", "_count", "_len", "_shards")
 
     def __init__(
-        self, shards: Sequence[Mapping[str, NodeAssessment]], changed: Mapping[str, NodeAssessment | None]
+        self,
+        shards: Sequence[Mapping[str, NodeAssessment]],
+        changed: Mapping[str, NodeAssessment | None],
+        held: Callable[[str], NodeAssessment | None] | None = None,
     ) -> None:
+        """``held``: a changed node's shard entry, when the caller has a faster way to it than the hash."""
         self._shards = tuple(shards)
         self._count = len(self._shards)
         self._changed = changed
+        if held is None:
+            held = self._held
         size = sum(len(m) for m in self._shards)
         for name, item in changed.items():
-            present = name in self._shards[shard_index(name, self._count)]
-            size += (item is not None) - present
+            size += (item is not None) - (held(name) is not None)
         self._len = size
+
+    def _held(self, name: str) -> NodeAssessment | None:
+        return self._shards[shard_index(name, self._count)].get(name)
 
     def get(self, name: str, default: Any = None) -> Any:
         if name in self._changed:
@@ -203,6 +211,10 @@ class ShardedNodes(Mapping[str, NodeAssessment]):
         return self._len
 
 
+_WHERE_LIMIT = 262_144
+"""Names whose shard the assembler remembers before it starts afresh (four times the most nodes)."""
+
+
 class ShardAssembler:
     """A reader's view of a sharded report: the newest complete generation, updated shard by shard.
 
@@ -222,6 +234,9 @@ class ShardAssembler:
         self._served: tuple[Report, ShardedNodes] | None = None
         self._laid: Laid = {}
         """The changes laid last (:func:`lay`)."""
+        self._where: dict[str, int] = {}
+        """Shard of each changed node's name, for ``_where_count`` shards."""
+        self._where_count = 0
         self.problem = ""
         """Why the newest state is not served (empty when it is)."""
 
@@ -247,11 +262,27 @@ class ShardAssembler:
         if self.problem:
             return
         maps = [mine[k].nodes for k in range(index.count)]
-        count = index.count
+        held = self._holder(maps)
         try:
-            changed, self._laid = lay(index.changes, lambda name: maps[shard_index(name, count)].get(name), self._laid)
+            changed, self._laid = lay(index.changes, held, self._laid)
         except ReportError as exc:
             self.problem = str(exc)
             return
         envelope = Report(head.last_update_time, head.analyzer_identity, head.rules_version)
-        self._served = (envelope, ShardedNodes(maps, changed))
+        self._served = (envelope, ShardedNodes(maps, changed, held))
+
+    def _holder(self, maps: list[Mapping[str, NodeAssessment]]) -> Callable[[str], NodeAssessment | None]:
+        """A changed node's shard entry, its shard found once per node and count (every shard event lays
+        the changes again: at 65,000 nodes, thousands of names hashed per event otherwise)."""
+        count = len(maps)
+        if count != self._where_count or len(self._where) > _WHERE_LIMIT:
+            self._where, self._where_count = {}, count
+        where = self._where
+
+        def held(name: str) -> NodeAssessment | None:
+            k = where.get(name)
+            if k is None:
+                k = where[name] = shard_index(name, count)
+            return maps[k].get(name)
+
+        return held
