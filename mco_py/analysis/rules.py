@@ -386,12 +386,21 @@ def _names(
     return tuple(value)
 
 
+MAX_VERSION_LENGTH = 128
+"""Longest rules version: the report's ``analyzer.rulesVersion`` (CRD ``maxLength``)."""
+
+
 def _version(check: _Checker, doc: Mapping[str, Any]) -> str:
     version = doc.get("version")
     if isinstance(version, int | float) and not isinstance(version, bool):
         version = str(version)
     if not isinstance(version, str) or not version.strip():
         check.problem("version", 'is required; set a non-empty string such as "2026.12.1"')
+        return ""
+    if len(version) > MAX_VERSION_LENGTH:
+        check.problem(
+            "version", f"is {len(version)} characters long; keep it within {MAX_VERSION_LENGTH} (reports show it)"
+        )
         return ""
     return version
 

@@ -286,8 +286,19 @@ def _shards(index: ShardIndex, read: Read) -> Generator[Check, None, Mapping[str
     if read.error:
         yield _unreadable(name, f"the {SHARD_KIND}s of {REPORT_NAME}", read)
         return None
+    shards = [shard_of(item) for item in _items(read)]
+    unreadable = [s.problem for s in shards if s.problem and s.generation in (index.generation, -1)]
+    if unreadable:  # readers cannot serve this generation; which nodes it holds is unknown
+        yield Check(
+            name,
+            Verdict.FAIL,
+            f"generation {index.generation}: {unreadable[0]}"
+            + (f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""),
+            "check that the analyzer and the CRDs are the same MCO version, and the analyzer's log",
+        )
+        return None
     try:
-        nodes, problem = gather(index, [shard_of(item) for item in _items(read)])
+        nodes, problem = gather(index, shards)
     except ReportError as exc:
         yield Check(name, Verdict.FAIL, f"generation {index.generation}: {exc}", "check the analyzer's log")
         return None

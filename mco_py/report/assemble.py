@@ -37,7 +37,8 @@ class Shard:
     nodes: Mapping[str, NodeAssessment]
     """Node name -> assessment (never changed once made)."""
     problem: str = ""
-    """Why the shard could not be decoded (its nodes are then empty)."""
+    """Why the shard could not be decoded (its nodes are then empty); empty for a shard created and
+    not yet written (version 0: behind any version a report names)."""
 
 
 def shard_of(obj: object) -> Shard:
@@ -50,11 +51,11 @@ def shard_of(obj: object) -> Shard:
     except ReportError as exc:
         return Shard(name, -1, -1, 0, 0, {}, f"{SHARD_KIND} {name}: {exc}")
     raw = obj.get("status") if isinstance(obj, Mapping) else None
-    if not isinstance(raw, Mapping) or raw.get("nodes") is None:  # created, status not written yet
-        return Shard(name, spec.generation, spec.index, spec.count, 0, {}, f"{SHARD_KIND} {name} has no status yet")
+    if not isinstance(raw, Mapping) or raw.get("nodes") is None:  # created, not written yet: behind, version 0
+        return Shard(name, spec.generation, spec.index, spec.count, 0, {})
     try:
         status = decode(raw, ShardStatus, "status")
-        nodes = {key: assessment_of(item) for key, item in status.nodes.items()}
+        nodes = {key: assessment_of(item, f"status.nodes[{key}]") for key, item in status.nodes.items()}
     except ReportError as exc:
         problem = f"{SHARD_KIND} {name}: {_bad_entry(raw.get('nodes')) or exc}"
         return Shard(name, spec.generation, spec.index, spec.count, 0, {}, problem)

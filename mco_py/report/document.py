@@ -1,8 +1,11 @@
 """The report document: the ``status`` of the ``NodeInterferenceReport`` CR, the body of the
 standalone report file and the ``status`` of each ``NodeInterferenceReportShard``. The
-structs below mirror the CRD schemas (``mco_py/data/crds/``), field for field and constraint
-for constraint; msgspec encodes them and decodes them (checking every constraint in C). This
-module is the one place that says what the document looks like.
+structs below mirror the CRD schemas (``mco_py/data/crds/``): the same fields, types, enums,
+lengths and score ranges (``tests/contracts/test_crd.py`` compares them). Not mirrored: each
+signal's value range and the time format (the API server checks them; the reader parses the
+times), nor the report object's entry cap (the standalone file has none). msgspec encodes the structs and decodes them,
+checking every constraint in C. This module is the one place that says what the document
+looks like.
 
 An entry (``status.nodes[]``; in a shard, ``status.nodes[name]``), keys in this order,
 optional ones left out when empty::
@@ -116,7 +119,9 @@ class Status(Struct, frozen=True, kw_only=True, gc=False, rename="camel"):
     last_update_time: str
     analyzer: Analyzer = field(default_factory=Analyzer)
     summary: Summary = field(default_factory=Summary)
-    nodes: Annotated[list[Entry], Meta(max_length=MAX_ENTRIES)] = []
+    nodes: list[Entry] = []
+    """Uncapped here: the API server holds a report object to the CRD's 20,000 (a larger report is
+    sharded), and the standalone file has no limit."""
     shards: ShardIndex | UnsetType = UNSET
 
 
@@ -131,6 +136,12 @@ class ReportObject(Struct, frozen=True, kw_only=True, gc=False, rename="camel"):
     kind: str = KIND
     metadata: ObjectMeta = field(default_factory=ObjectMeta)
     status: Status
+
+
+class ServedIndex(Struct, frozen=True, gc=False):
+    """Only the shard index of a report object's ``status`` (what a writer needs of the served one)."""
+
+    shards: ShardIndex | UnsetType = UNSET
 
 
 class ShardStatus(Struct, frozen=True, gc=False):
@@ -156,12 +167,6 @@ class ShardHead(Struct, frozen=True, gc=False):
     metadata: ObjectMeta = field(default_factory=ObjectMeta)
 
 
-class ShardObject(ShardHead, frozen=True, gc=False):
-    """A ``NodeInterferenceReportShard`` (``status`` is None until its first write)."""
-
-    status: ShardStatus | None = None
-
-
 _LEVEL_KEY = {level.value: level.value.lower() for level in Level}
 """Summary key by level text. (Hot loops read ``level._value_``: hashing an enum member runs Python code.)"""
 _LEVEL_OF = {level.value: level for level in Level}
@@ -175,7 +180,7 @@ def entry(item: NodeAssessment, *, detail: bool = True) -> Entry:
         if item.dimensions:
             dims = {n: Dimension(d.level._value_, round_to(d.score, 100.0)) for n, d in item.dimensions.items()}  # type: ignore[arg-type]
         if item.signals:
-            signals = round_signals(item.signals)
+            signals = round_signals(item.signals) or UNSET  # every value non-finite: none to show
     return Entry(
         name=item.name,
         level=item.level._value_,
@@ -274,14 +279,15 @@ def _located(exc: msgspec.ValidationError, where: str) -> str:
     return f"{where}: {text}" if where else text
 
 
-def assessment_of(item: Entry) -> NodeAssessment:
-    """The assessment an entry stands for; raises :class:`~mco_py.errors.ReportError` for a bad time."""
+def assessment_of(item: Entry, where: str) -> NodeAssessment:
+    """The assessment an entry stands for (``where`` names the entry in errors: ``status.nodes[3]``);
+    raises :class:`~mco_py.errors.ReportError` for a bad time."""
     dims = item.dimensions
     stamp = item.last_sample_time
     try:
         sample_time = parse_time(stamp) if stamp else None
     except ReportError as exc:
-        raise ReportError(f"nodes[{item.name}].lastSampleTime: {exc}") from exc
+        raise ReportError(f"{where}.lastSampleTime: {exc}") from exc
     return NodeAssessment(
         item.name,
         _LEVEL_OF[item.level],
@@ -304,6 +310,6 @@ def report_of(status: Status) -> Report:
         last_update_time=updated,
         analyzer_identity=status.analyzer.identity,
         rules_version=status.analyzer.rules_version,
-        nodes=tuple(assessment_of(item) for item in status.nodes),
+        nodes=tuple(assessment_of(item, f"status.nodes[{i}]") for i, item in enumerate(status.nodes)),
         detail_dropped=status.summary.detail_dropped,
     )

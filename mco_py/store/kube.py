@@ -37,7 +37,17 @@ from mco_py.errors import (
 )
 from mco_py.model import GROUP, KIND, PLURAL, VERSION, Report, format_time
 from mco_py.report.assemble import compose, index_of, shard_of
-from mco_py.report.document import ShardIndex, ShardStatus, Status, decode, report_of, status_of
+from mco_py.report.document import (
+    ServedIndex,
+    ShardIndex,
+    ShardSpec,
+    ShardStatus,
+    Status,
+    decode,
+    report_of,
+    status_of,
+    to_builtins,
+)
 from mco_py.report.shards import (
     GENERATION_LABEL,
     REPORT_LABEL,
@@ -92,7 +102,7 @@ def _send_json(
     body: bytes,
     *,
     content_type: str = "application/json",
-    timeout: float = 10.0,
+    timeout: float,
 ) -> None:
     """Send ``body``, JSON already encoded (msgspec: a few ms per MB), to ``path`` with the client's
     own authentication and TLS. The client's generated methods would turn it into Python objects
@@ -261,13 +271,18 @@ class KubeReportStore:
             raw = self._get().get("status")
         except ReportNotFound:
             raw = None
-        served_status = None
+        served: ShardIndex | None = None
+        served_status: Status | None = None  # renewed every heartbeat_seconds while the shards are written
         if isinstance(raw, dict) and raw:
+            try:  # only the index decides which generations to keep
+                shards = decode(raw, ServedIndex, "status").shards
+                served = shards if shards and shards.count else None
+            except ReportError:
+                served = None
             try:
                 served_status = decode(raw, Status, "status")
             except ReportError:  # unreadable: readers serve nothing from it, no heartbeat to keep
                 served_status = None
-        served = index_of(served_status) if served_status is not None else None
         if served is not None and plan.index.generation <= served.generation:
             raise GenerationTaken(
                 f"{self.describe()} names generation {served.generation}, not below the new "
@@ -310,7 +325,7 @@ class KubeReportStore:
                     GENERATION_LABEL: str(index.generation),
                 },
             },
-            "spec": {"report": self.name, "generation": index.generation, "index": shard, "count": index.count},
+            "spec": to_builtins(ShardSpec(index.generation, shard, index.count, self.name)),
         }
         try:
             self.api.create_cluster_custom_object(GROUP, VERSION, SHARD_PLURAL, body, _request_timeout=self.timeout)

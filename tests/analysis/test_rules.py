@@ -56,6 +56,14 @@ def _problems(text: str) -> list[str]:
     return info.value.problems
 
 
+def test_a_version_longer_than_the_report_can_show_is_refused() -> None:
+    """``analyzer.rulesVersion`` is at most 128 characters in the CRD: a longer one would make every
+    report write fail in a cluster, and every reader refuse the standalone file."""
+    long = FORMAT1.replace('version: "2026.11.1"', f'version: "{"v" * 129}"')
+    assert _problems(long) == ["version: is 129 characters long; keep it within 128 (reports show it)"]
+    assert parse_rules(FORMAT1.replace('version: "2026.11.1"', f'version: "{"v" * 128}"')).version == "v" * 128
+
+
 def test_wrong_type_names_the_field() -> None:
     problems = _problems(
         """

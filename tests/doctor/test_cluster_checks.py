@@ -418,6 +418,15 @@ def test_a_sharded_report_is_read_from_its_shards_with_the_changes_laid_over() -
         "generation 7: status.shards.changes[n2]: 'Loud 3': unknown level 'Loud'; "
         "expected one of ['None', 'Low', 'Medium', 'High', 'Unknown']",
     )
+    view = sharded(versions=[1, 1], shard_versions={0: 1, 1: 1}, changes={})
+    items = view.shards.doc["items"]  # type: ignore[index]
+    items[0]["status"]["nodes"]["n1"]["score"] = "high"
+    got = verdicts(judge_cluster(view, ttl=TTL))
+    assert got["report shards"] == (
+        Verdict.FAIL,
+        "generation 7: NodeInterferenceReportShard : status.nodes[n1]: Expected `float`, got `str` - at `score`",
+    )
+    assert "nodes in the report" not in got  # its nodes are unknown: no collector is blamed
     view = replace(sharded(versions=[1, 1], shard_versions={}, changes={}), shards=Read(error="HTTP 403 Forbidden"))
     got = verdicts(judge_cluster(view, ttl=TTL))
     assert got["report shards"][0] is Verdict.FAIL

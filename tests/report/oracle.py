@@ -24,8 +24,9 @@ def assessment_to_dict(item: NodeAssessment) -> dict[str, Any]:
         out["dimensions"] = {
             name: {"level": d.level.value, "score": round_to(d.score, 100.0)} for name, d in item.dimensions.items()
         }
-    if item.signals:
-        out["signals"] = {k: round_to(v, 1e4) for k, v in item.signals.items() if math.isfinite(v)}
+    signals = {k: round_to(v, 1e4) for k, v in item.signals.items() if math.isfinite(v)}
+    if signals:  # left out when no value is finite
+        out["signals"] = signals
     if item.last_sample_time is not None:
         out["lastSampleTime"] = format_time(item.last_sample_time)
     out["reasons"] = list(item.reasons)

@@ -33,6 +33,14 @@ def test_write_then_read_round_trips_and_validates(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["report.json"], "no temp files left"
 
 
+def test_a_file_larger_than_one_report_object_reads_back(tmp_path: Path) -> None:
+    """The CRD's 20,000-entry cap is the API server's; the standalone file has none."""
+    nodes = tuple(NodeAssessment(name=f"n{i:05d}", level=Level.NONE, score=0.0) for i in range(20_001))
+    store = FileReportStore(tmp_path / "report.json")
+    store.write(Report(1_800_000_000.0, "a1", "r1", nodes))
+    assert len(store.read().nodes) == 20_001
+
+
 def test_missing_file_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(ReportNotFound):
         FileReportStore(tmp_path / "none.json").read()
