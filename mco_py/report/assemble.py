@@ -167,21 +167,18 @@ class ShardedNodes(Mapping[str, NodeAssessment]):
         self,
         shards: Sequence[Mapping[str, NodeAssessment]],
         changed: Mapping[str, NodeAssessment | None],
-        held: Callable[[str], NodeAssessment | None] | None = None,
+        size: int | None = None,
     ) -> None:
-        """``held``: a changed node's shard entry, when the caller has a faster way to it than the hash."""
+        """``size``: the number of nodes, when the caller knows it (else counted from the changes)."""
         self._shards = tuple(shards)
         self._count = len(self._shards)
         self._changed = changed
-        if held is None:
-            held = self._held
-        size = sum(len(m) for m in self._shards)
-        for name, item in changed.items():
-            size += (item is not None) - (held(name) is not None)
+        if size is None:
+            size = sum(len(m) for m in self._shards)
+            for name, item in changed.items():
+                held = self._shards[shard_index(name, self._count)].get(name)
+                size += (item is not None) - (held is not None)
         self._len = size
-
-    def _held(self, name: str) -> NodeAssessment | None:
-        return self._shards[shard_index(name, self._count)].get(name)
 
     def get(self, name: str, default: Any = None) -> Any:
         if name in self._changed:
@@ -212,6 +209,18 @@ class ShardedNodes(Mapping[str, NodeAssessment]):
         return self._len
 
 
+@dataclass(frozen=True, slots=True)
+class _Laid:
+    """The changes of ``index`` laid over ``maps`` (each shard's nodes): the result by name, the
+    changed names of each shard, and how many nodes each shard's changes add (or remove)."""
+
+    index: ShardIndex
+    maps: list[Mapping[str, NodeAssessment]]
+    changed: dict[str, NodeAssessment | None]
+    by_shard: dict[int, list[str]]
+    delta: list[int]
+
+
 _WHERE_LIMIT = 262_144
 """Names whose shard the assembler remembers before it starts afresh (four times the most nodes)."""
 
@@ -238,6 +247,8 @@ class ShardAssembler:
         self._where: dict[str, int] = {}
         """Shard of each changed node's name, for ``_where_count`` shards."""
         self._where_count = 0
+        self._last: _Laid | None = None
+        """The changes as laid for the state served last."""
         self.problem = ""
         """Why the newest state is not served (empty when it is)."""
 
@@ -263,27 +274,50 @@ class ShardAssembler:
         if self.problem:
             return
         maps = [mine[k].nodes for k in range(index.count)]
-        held = self._holder(maps)
         try:
-            changed, self._laid = lay(index.changes, held, self._laid)
+            laid = self._lay(index, maps)
         except ReportError as exc:
             self.problem = str(exc)
             return
+        self._last = laid
         envelope = Report(head.last_update_time, head.analyzer_identity, head.rules_version)
-        self._served = (envelope, ShardedNodes(maps, changed, held))
+        size = sum(len(m) for m in maps) + sum(laid.delta)
+        self._served = (envelope, ShardedNodes(maps, laid.changed, size))
 
-    def _holder(self, maps: list[Mapping[str, NodeAssessment]]) -> Callable[[str], NodeAssessment | None]:
-        """A changed node's shard entry, its shard found once per node and count (every shard event lays
-        the changes again: at 65,000 nodes, thousands of names hashed per event otherwise)."""
+    def _lay(self, index: ShardIndex, maps: list[Mapping[str, NodeAssessment]]) -> _Laid:
+        """The changes laid over ``maps``: all of them for a new index; for the same index, only those
+        of the shards that changed since the last state served (a shard event costs its shard)."""
         count = len(maps)
         if count != self._where_count or len(self._where) > _WHERE_LIMIT:
             self._where, self._where_count = {}, count
         where = self._where
 
-        def held(name: str) -> NodeAssessment | None:
+        def locate(name: str) -> int:
             k = where.get(name)
             if k is None:
                 k = where[name] = shard_index(name, count)
-            return maps[k].get(name)
+            return k
 
-        return held
+        def held(name: str) -> NodeAssessment | None:
+            return maps[locate(name)].get(name)
+
+        last = self._last
+        fresh = last is None or last.index is not index
+        if last is not None and not fresh:
+            dirty = [k for k in range(count) if maps[k] is not last.maps[k]]
+            names = [name for k in dirty for name in last.by_shard.get(k, ())]
+            news, laid = lay({name: index.changes[name] for name in names}, held, self._laid)
+            self._laid.update(laid)
+            changed = {**last.changed, **news}
+            by_shard, delta = last.by_shard, list(last.delta)
+            for k in dirty:
+                delta[k] = 0
+        else:
+            news, self._laid = lay(index.changes, held, self._laid)
+            changed, by_shard, delta = news, {}, [0] * count
+        for name, item in news.items():
+            k = locate(name)
+            if fresh:
+                by_shard.setdefault(k, []).append(name)
+            delta[k] += (item is not None) - (maps[k].get(name) is not None)
+        return _Laid(index, maps, changed, by_shard, delta)

@@ -287,6 +287,59 @@ def shards_of(api: FakeApi) -> dict[str, Shard]:
     return {k: shard_of(o) for k, o in api.shards.items()}
 
 
+def _served(asm: ShardAssembler) -> dict[str, NodeAssessment] | None:
+    served = asm.report()
+    if served is None:
+        return None
+    view = served[1]
+    assert len(view) == len(dict(view.items()))
+    return dict(view.items())
+
+
+def test_shard_events_one_at_a_time_serve_what_a_fresh_reader_assembles() -> None:
+    """A watching reader re-lays only the changes of the shards an event brings; after every event
+    it serves what a reader starting afresh with the same objects serves (an oracle for the
+    incremental path), through 5 % level changes, nodes gone and new, and refreshes."""
+    rng = random.Random(11)
+    nodes = {i: node(i) for i in range(800)}
+    b = builder(refresh=20.0)  # a few shards due each round: events between report object updates
+    api = FakeApi()
+    t = 1000.0
+    api.publish(b.build(report(list(nodes.values()), t)))
+    asm = ShardAssembler()
+    held: dict[str, Shard] = {}
+    relaid = 0
+    for _ in range(12):
+        t += 5.0
+        for i in rng.sample(sorted(nodes), 40):
+            nodes[i] = node(i, rng.choice(LEVELS), t=t)
+        for i in rng.sample(sorted(nodes), 5):
+            del nodes[i]
+        nodes[10_000 + int(t)] = node(10_000 + int(t))
+        head = report_of(api.status) if asm.report() is not None else None
+        old_index = index_of(api.status) if head is not None else None
+        api.publish(b.build(report(list(nodes.values()), t)))
+        latest = shards_of(api)
+        for key in rng.sample(sorted(latest), len(latest)):  # the shards come first, in any order
+            if key in held and held[key].version == latest[key].version:
+                continue
+            held = {**held, key: latest[key]}
+            asm.set_shards(held)
+            relaid += 1
+            if head is not None and old_index is not None:  # laid under the report object readers still have
+                fresh = ShardAssembler()
+                fresh.set_shards(held)
+                fresh.set_head(head, old_index)
+                assert asm.problem == fresh.problem
+                if not fresh.problem:
+                    assert _served(asm) == _served(fresh)
+        index = index_of(api.status)
+        assert index is not None
+        asm.set_head(report_of(api.status), index)  # then the report object
+        assert _served(asm) == {n.name: n for n in api.read().nodes}
+    assert relaid > 12 * 2
+
+
 def test_a_reader_keeps_the_old_generation_until_the_new_one_is_whole() -> None:
     api = FakeApi()
     b = builder()
