@@ -28,9 +28,9 @@ from mco_py.analyzer.service import create_server
 from mco_py.model import Report, Sample
 from mco_py.report.builder import ReportBuilder
 from mco_py.report.document import encoded_size, entry, report_of
-from mco_py.report.size import DEFAULT_STATUS_BUDGET, ETCD_REQUEST_LIMIT
+from mco_py.report.size import DEFAULT_STATUS_BUDGET, ETCD_REQUEST_LIMIT, Fitted
 from mco_py.store.file import status_document
-from mco_py.store.kube import status_body
+from mco_py.store.kube import shard_patch, status_body
 from tests.rpc import wire
 
 METHOD = "/mco.analyzer.v1.Analyzer/StreamSamples"
@@ -148,9 +148,18 @@ def bench_ingest(nodes: int, rounds: int, per_batch: int, streams: int) -> dict[
     }
 
 
-def populated(nodes: int, *, budget: int | None, registry: CollectorRegistry | None = None) -> Engine:
+def populated(
+    nodes: int, *, budget: int | None, registry: CollectorRegistry | None = None, shards: bool = False
+) -> Engine:
+    """An engine whose nodes have risen to their levels; ``shards``: with the shard planner (cluster mode's default)."""
     registry = registry or CollectorRegistry()
-    engine = Engine(default_rules(), metrics=AnalyzerMetrics(registry), identity="bench", status_budget=budget)
+    engine = Engine(
+        default_rules(),
+        metrics=AnalyzerMetrics(registry),
+        identity="bench",
+        status_budget=budget,
+        shard_refresh_seconds=60.0 if shards else None,
+    )
     rng = random.Random(3)
     t = time.time()
     from mco_py.analyzer.engine import Outcome
@@ -158,6 +167,23 @@ def populated(nodes: int, *, budget: int | None, registry: CollectorRegistry | N
     for r in range(engine.rules.hysteresis.raise_after + 1):  # long enough for loaded nodes to rise
         wire.accept(engine, [realistic(i, t + r * 0.001, rng) for i in range(nodes)], Outcome())
     return engine
+
+
+MODES = (
+    ("standalone", None, False),
+    ("sharded", DEFAULT_STATUS_BUDGET, True),  # cluster mode as deployed (mco_analyzer_report_shards: true)
+    ("cluster", DEFAULT_STATUS_BUDGET, False),  # one object, detail stripped to fit (report_shards: false)
+)
+"""Label, status budget and shard planner of each mode the report figures cover."""
+
+
+def written(built: Fitted, *, shards: bool) -> bytes:
+    """The bytes a store writes for ``built``: with shards, each shard's patch and the report object's body
+    (the cluster store's requests); else the status as the file store writes it."""
+    if shards:
+        bodies = [shard_patch(w) for w in built.shards.writes] if built.shards else []
+        return b"".join([*bodies, status_body("cluster", built.status, "1")])
+    return msgspec.json.encode(status_document(built.status))
 
 
 def bench_report(nodes: int, repeats: int = 5, *, fresh: bool = False) -> dict[str, float]:
@@ -169,9 +195,9 @@ def bench_report(nodes: int, repeats: int = 5, *, fresh: bool = False) -> dict[s
     out: dict[str, float] = {"nodes": nodes}
     from mco_py.analyzer.engine import Outcome
 
-    for label, budget in (("standalone", None), ("cluster", DEFAULT_STATUS_BUDGET)):
+    for label, budget, shards in MODES:
         registry = CollectorRegistry()
-        engine = populated(nodes, budget=budget, registry=registry)
+        engine = populated(nodes, budget=budget, registry=registry, shards=shards)
         engine.build_report()  # warm: the first build after start-up fills the caches
         build, total, ser, client_ms, cpu, interval = [], [], [], [], [], []
         size = 0
@@ -190,8 +216,7 @@ def bench_report(nodes: int, repeats: int = 5, *, fresh: bool = False) -> dict[s
             a = time.perf_counter()
             built = engine.build_report()
             b = time.perf_counter()
-            # as the file store writes it (the writer passes only the status, as here)
-            data = msgspec.json.encode(status_document(built.status))
+            data = written(built, shards=shards)
             c = time.perf_counter()
             fitted = built  # as the report loop: the previous report is released after the write
             cpu.append(time.process_time() - p0)
@@ -212,6 +237,7 @@ def bench_report(nodes: int, repeats: int = 5, *, fresh: bool = False) -> dict[s
         out[f"{label}_interval_cpu_ms"] = 1000 * sorted(interval)[len(interval) // 2]
         if client_ms:
             out["cluster_client_encode_ms"] = 1000 * sorted(client_ms)[len(client_ms) // 2]
+        out[f"{label}_shards"] = fitted.shards.index.count if fitted.shards else 0
         out[f"{label}_detail_dropped"] = fitted.detail_dropped
         out[f"{label}_nodes_dropped"] = len(fitted.nodes_dropped)
     return out
@@ -261,18 +287,23 @@ def report_figures(counts: list[int]) -> None:
                 f"{nodes:>6} nodes: standalone build {r['standalone_build_ms']:.0f} ms (+metrics "
                 f"{r['standalone_with_metrics_ms'] - r['standalone_build_ms']:.0f} ms) + serialize "
                 f"{r['standalone_serialize_ms']:.0f} ms ({r['standalone_bytes'] / 1e6:.2f} MB), CPU "
-                f"{r['standalone_cpu_ms']:.0f} ms; cluster build {r['cluster_build_ms']:.0f} ms "
+                f"{r['standalone_cpu_ms']:.0f} ms; cluster, one object: build {r['cluster_build_ms']:.0f} ms "
                 f"(+metrics {r['cluster_with_metrics_ms'] - r['cluster_build_ms']:.0f} ms)"
                 f" + serialize {r['cluster_serialize_ms']:.0f} ms, CPU {r['cluster_cpu_ms']:.0f} ms "
                 f"({r['cluster_bytes'] / 1e6:.2f} MB, detail dropped {r['cluster_detail_dropped']:.0f}, "
                 f"nodes dropped {r['cluster_nodes_dropped']:.0f}); cluster store request body "
                 f"{r['cluster_client_encode_ms']:.0f} ms (writer thread)"
             )
+            print(
+                f"{'':>13} cluster with shards (the default): build {r['sharded_build_ms']:.0f} ms + request bodies "
+                f"{r['sharded_serialize_ms']:.0f} ms ({r['sharded_bytes'] / 1e6:.2f} MB, {r['sharded_shards']:.0f} "
+                f"shards), CPU {r['sharded_cpu_ms']:.0f} ms"
+            )
             if fresh:
                 print(
                     f"{'':>13} CPU per interval (accepting one sample per node in-process, build, serialize; "
                     f"the previous report freed meanwhile): standalone {r['standalone_interval_cpu_ms']:.0f} ms, "
-                    f"cluster {r['cluster_interval_cpu_ms']:.0f} ms"
+                    f"cluster {r['cluster_interval_cpu_ms']:.0f} ms, with shards {r['sharded_interval_cpu_ms']:.0f} ms"
                 )
 
 

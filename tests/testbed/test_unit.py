@@ -178,3 +178,49 @@ def test_preflight_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(system.shutil, "which", lambda tool: None if tool == "socat" else f"/usr/bin/{tool}")
     with pytest.raises(TestbedError, match=r"missing tools: socat; run `make setup` as root"):
         system.preflight()
+
+
+SHARED_INVENTORY = Path(__file__).resolve().parents[2] / "molecule" / "shared" / "inventory"
+
+
+@pytest.mark.parametrize("scenario", ["mco-cluster", "kvm_check_booted", "kata_static_booted", "testbed-smoke"])
+def test_the_booted_scenarios_connect_with_plain_values(scenario: str, tmp_path: Path) -> None:
+    """Every connection variable of a booted scenario's nodes is a plain value (bed.py computes the
+    bed's once per run): a Jinja one is templated again for every task on every host."""
+    import hashlib
+    import json
+    import os
+    import subprocess
+    import sys
+
+    project = str(SHARED_INVENTORY.parents[2])
+    env = {**os.environ, "MOLECULE_SCENARIO_NAME": scenario, "MOLECULE_PROJECT_DIRECTORY": project}
+    env["MCO_TESTBED_STATE"] = str(tmp_path)
+    argv = [str(Path(sys.executable).parent / "ansible-inventory"), "--list", "--export"]
+    argv += ["-i", str(SHARED_INVENTORY.parents[1] / scenario / "inventory"), "-i", str(SHARED_INVENTORY)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads(proc.stdout)
+    bed = "".join(c for c in scenario if c.isalnum() and c.islower())[:14]
+    bed += hashlib.sha1(project.encode(), usedforsecurity=False).hexdigest()[:6]
+    assert listed["all"]["vars"]["mco_testbed_bed"] == bed
+    assert listed["all"]["vars"]["mco_pki_dir"] == f"{tmp_path}/{bed}/pki"
+    nodes_ = listed["mco_testbed"]["hosts"]
+    addresses = [listed["_meta"]["hostvars"][n]["ansible_host"] for n in nodes_]
+    assert len(set(addresses)) == len(nodes_) and all(a.startswith("10.213.0.") for a in addresses)
+    shared = listed["mco_testbed"]["vars"]
+    assert f"mcotb-{bed}-ctl" in shared["ansible_ssh_common_args"]
+    assert shared["ansible_ssh_private_key_file"] == f"{tmp_path}/id_ed25519"
+    for node in nodes_:
+        connection = {**shared, **listed["_meta"]["hostvars"][node]}
+        templated = {k: v for k, v in connection.items() if k.startswith("ansible_") and "{{" in str(v)}
+        assert not templated, f"{scenario}/{node}: templated connection variables {templated}"
+
+
+def test_bed_py_is_an_inventory_script() -> None:
+    import subprocess
+
+    script = SHARED_INVENTORY / "bed.py"
+    assert subprocess.run([str(script), "--host", "x"], capture_output=True, text=True, check=True).stdout == "{}"
+    wrong = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    assert wrong.returncode == 2 and "--list" in wrong.stderr
