@@ -207,7 +207,8 @@ def test_the_booted_scenarios_connect_with_plain_values(scenario: str, tmp_path:
     assert listed["all"]["vars"]["mco_pki_dir"] == f"{tmp_path}/{bed}/pki"
     nodes_ = listed["mco_testbed"]["hosts"]
     addresses = [listed["_meta"]["hostvars"][n]["ansible_host"] for n in nodes_]
-    assert len(set(addresses)) == len(nodes_) and all(a.startswith("10.213.0.") for a in addresses)
+    assert len(set(addresses)) == len(nodes_)
+    assert all(a.startswith("10.213.0.") for a in addresses)
     shared = listed["mco_testbed"]["vars"]
     assert f"mcotb-{bed}-ctl" in shared["ansible_ssh_common_args"]
     assert shared["ansible_ssh_private_key_file"] == f"{tmp_path}/id_ed25519"
@@ -223,4 +224,5 @@ def test_bed_py_is_an_inventory_script() -> None:
     script = SHARED_INVENTORY / "bed.py"
     assert subprocess.run([str(script), "--host", "x"], capture_output=True, text=True, check=True).stdout == "{}"
     wrong = subprocess.run([str(script)], capture_output=True, text=True, check=False)
-    assert wrong.returncode == 2 and "--list" in wrong.stderr
+    assert wrong.returncode == 2
+    assert "--list" in wrong.stderr
