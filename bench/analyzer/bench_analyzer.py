@@ -21,6 +21,7 @@ import grpc
 import msgspec
 from prometheus_client import CollectorRegistry
 
+from bench.analyzer.bench_shards import request_bodies
 from mco_py.analysis.rules import default_rules
 from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
@@ -30,7 +31,7 @@ from mco_py.report.builder import ReportBuilder
 from mco_py.report.document import encoded_size, entry, report_of
 from mco_py.report.size import DEFAULT_STATUS_BUDGET, ETCD_REQUEST_LIMIT, Fitted
 from mco_py.store.file import status_document
-from mco_py.store.kube import shard_patch, status_body
+from mco_py.store.kube import status_body
 from tests.rpc import wire
 
 METHOD = "/mco.analyzer.v1.Analyzer/StreamSamples"
@@ -181,8 +182,7 @@ def written(built: Fitted, *, shards: bool) -> bytes:
     """The bytes a store writes for ``built``: with shards, each shard's patch and the report object's body
     (the cluster store's requests); else the status as the file store writes it."""
     if shards:
-        bodies = [shard_patch(w) for w in built.shards.writes] if built.shards else []
-        return b"".join([*bodies, status_body("cluster", built.status, "1")])
+        return b"".join(request_bodies(built))
     return msgspec.json.encode(status_document(built.status))
 
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,12 +192,6 @@ SHARED_INVENTORY = Path(__file__).resolve().parents[2] / "molecule" / "shared" /
 def test_the_booted_scenarios_connect_with_plain_values(scenario: str, tmp_path: Path) -> None:
     """Every connection variable of a booted scenario's nodes is a plain value (bed.py computes the
     bed's once per run): a Jinja one is templated again for every task on every host."""
-    import hashlib
-    import json
-    import os
-    import subprocess
-    import sys
-
     project = str(SHARED_INVENTORY.parents[2])
     env = {**os.environ, "MOLECULE_SCENARIO_NAME": scenario, "MOLECULE_PROJECT_DIRECTORY": project}
     env["MCO_TESTBED_STATE"] = str(tmp_path)
@@ -219,8 +218,6 @@ def test_the_booted_scenarios_connect_with_plain_values(scenario: str, tmp_path:
 
 
 def test_bed_py_is_an_inventory_script() -> None:
-    import subprocess
-
     script = SHARED_INVENTORY / "bed.py"
     assert subprocess.run([str(script), "--host", "x"], capture_output=True, text=True, check=True).stdout == "{}"
     wrong = subprocess.run([str(script)], capture_output=True, text=True, check=False)
