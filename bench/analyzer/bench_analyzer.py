@@ -5,7 +5,8 @@ Prints figures; record them in docs/benchmarks.md ("Analyzer"). Not part of `mak
 
 Ingest: the analyzer (server) runs in this process; the simulated collectors run in a
 separate process and send pre-encoded SampleBatch messages (several nodes per batch, as
-the proto allows), so the figure is the server's cost on one core.
+the proto allows; plain values packed, as collectors send them to an analyzer that
+announced it), so the figure is the server's cost on one core.
 """
 
 from __future__ import annotations
@@ -313,6 +314,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=4)
     parser.add_argument("--per-batch", type=int, default=250)
     parser.add_argument("--report-only", action="store_true", help="only the report build + serialize figures")
+    parser.add_argument("--ingest-only", action="store_true", help="only the ingest figures")
     args = parser.parse_args()
     import timeit
 
@@ -332,6 +334,8 @@ def main() -> None:
             f"{r['samples_per_s']:,.0f} samples/s wall; server CPU {r['server_cpu_s']:.2f}s = "
             f"{r['samples_per_cpu_s']:,.0f} samples per CPU-second; batch {r['batch_bytes'] / 1024:.0f} KiB"
         )
+    if args.ingest_only:
+        return
     report_figures([1000, 5000, 10000])
     print(
         f"\n== report size vs etcd request limit {ETCD_REQUEST_LIMIT:,} B "

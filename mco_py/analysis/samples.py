@@ -28,6 +28,7 @@ REJECT_REASONS: tuple[str, ...] = (
     "invalid_events",
     "too_many_nodes",
     "oversize_message",
+    "malformed_sample",
 )
 
 #: Upper bounds per signal (inclusive); every signal must also be >= 0.

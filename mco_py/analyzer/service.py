@@ -81,8 +81,9 @@ MAX_STREAM_NODES = 8
 class AnalyzerServicer(pb_grpc.AnalyzerServicer):
     """Decodes batches, lets the engine score them, acks each batch with its rejections.
 
-    The first message on a stream, and the one after an ack whenever the rules changed, is
-    :func:`codec.send_early`: the warn values of the rules in force.
+    The first message on a stream is :func:`codec.features` (what this analyzer reads beyond
+    the stream's first version); the next, and the one after an ack whenever the rules
+    changed, is :func:`codec.send_early`: the warn values of the rules in force.
     """
 
     def __init__(
@@ -228,6 +229,7 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         nodes: dict[str, tuple[int, int] | None] = {}
         """This stream's nodes (at most 8), and the pods' and the rules' versions last sent to each."""
         try:
+            yield codec.features()
             for control in self._rules_controls(above):
                 yield control
             async for batch in request_iterator:

@@ -66,12 +66,37 @@ def reading_to_proto(reading: Reading) -> pb.Signal:
 
 
 def sample_to_proto(sample: NodeSample) -> pb.Sample:
-    """One collector sample as the wire ``Sample``; signal names are the report keys."""
+    """One collector sample as the wire ``Sample``; signal names are the report keys.
+
+    The plain readings (a value, no device, no event count) go packed (``value_names`` and
+    ``values``), the others one ``Signal`` each; :func:`unpacked` turns it into the stream's
+    first form for an analyzer that did not announce the packed one.
+    """
+    packed: dict[str, float] = {}
+    signals: list[pb.Signal] = []
+    for r in sample.readings:
+        if r.value is not None and not r.device and r.events is None and r.name not in packed:
+            packed[r.name] = r.value
+        else:
+            signals.append(reading_to_proto(r))
     return pb.Sample(
         node=sample.node,
         timestamp_unix_nanos=round(sample.timestamp * 1e9),
-        signals=[reading_to_proto(r) for r in sample.readings],
+        value_names=packed.keys(),
+        values=packed.values(),
+        signals=signals,
         interval_ms=max(0, round(sample.interval * 1000)),
+    )
+
+
+def unpacked(msg: pb.Sample) -> pb.Sample:
+    """``msg`` with its packed values as one ``Signal`` each: the form every analyzer reads."""
+    if not msg.value_names:
+        return msg
+    signals = [pb.Signal(name=name, value=value) for name, value in zip(msg.value_names, msg.values, strict=True)]
+    signals += msg.signals
+    return pb.Sample(
+        node=msg.node, timestamp_unix_nanos=msg.timestamp_unix_nanos, signals=signals, interval_ms=msg.interval_ms
     )
 
 
@@ -159,6 +184,8 @@ class AnalyzerStream:
         self._urgent: asyncio.Event | None = None
         self._above: dict[str, float] = {}
         """Signal values above which a sample goes at once (the analyzer's SendEarly); empty: batch all."""
+        self._packed = False
+        """The analyzer of the current stream reads packed values (its Features said so)."""
         self._was_hot = False
         self._stopping: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._thread_main, name=f"stream-{target}", daemon=True)
@@ -238,11 +265,12 @@ class AnalyzerStream:
             inflight[sequence] = samples
             changes = list(self._changes)
             self._changes.clear()
+            packed = self._packed
         return pb.SampleBatch(
             collector=self._collector_id,
             collector_version=__version__,
             sequence=sequence,
-            samples=samples,
+            samples=samples if packed else [unpacked(s) for s in samples],
             dropped_since_last=dropped,
             guard_actions=changes,
         )
@@ -312,6 +340,9 @@ class AnalyzerStream:
             with self._lock:
                 self._above = above
             log.debug("analyzer %s: send at once above %s", self.target, above, extra={"analyzer": self.target})
+        elif which == "features":
+            with self._lock:
+                self._packed = control.features.packed_values
         elif which in ("guard_rules", "workloads") and self._on_guard is not None:
             self._on_guard(control)
         return False
@@ -377,6 +408,8 @@ class AnalyzerStream:
         """One stream until it fails or we stop; True when the analyzer acknowledged something."""
         assert self._stopping is not None
         inflight: dict[int, list[pb.Sample]] = {}
+        with self._lock:
+            self._packed = False  # until this analyzer says otherwise (it may be an older one)
         try:
             metadata = _metadata(self._config)
         except ConfigError as exc:

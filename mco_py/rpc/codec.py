@@ -1,5 +1,5 @@
 """The analyzer's side of the collector -> analyzer stream: samples decoded into the model,
-and the control messages (acks, send-early thresholds, guard rules, workloads) encoded.
+and the control messages (features, acks, send-early thresholds, guard rules, workloads) encoded.
 
 Decoding never trusts the peer: structural problems raise :class:`InvalidSample` with a
 reason code from :data:`mco_py.analysis.samples.REJECT_REASONS`; value checks (ranges,
@@ -13,7 +13,7 @@ Absence kinds travel in the model as a prefix of ``SignalReading.reason``
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from mco_py.analysis.guard import RESOURCES, Action, GuardChange, GuardRules
 from mco_py.analysis.samples import InvalidSample
@@ -57,12 +57,21 @@ def signal_from_proto(msg: pb.Signal) -> SignalReading:
 def sample_from_proto(msg: pb.Sample) -> Sample:
     """Decode one sample (the ingest hot path: every sample of every batch comes through here).
 
-    Per-device readings of one signal (``device`` set, e.g. one ``bioLatencyP99Ms`` per
-    disk) are detail: the node-level reading (no device) is the signal. Without one,
-    the devices are folded into the worst (highest value), since the node is judged as
-    a whole. The same signal twice for the same device raises ``duplicate_signal``.
+    The plain values come packed (``value_names``/``values``: one dict made in C) from
+    collectors whose analyzer announced :func:`features`; everything else, and every value
+    from older collectors, comes as one ``Signal`` each. Per-device readings of one signal
+    (``device`` set, e.g. one ``bioLatencyP99Ms`` per disk) are detail: the node-level
+    reading (no device) is the signal. Without one, the devices are folded into the worst
+    (highest value), since the node is judged as a whole. The same signal twice for the
+    same device raises ``duplicate_signal``; names and values that do not pair raise
+    ``malformed_sample``.
     """
-    values: dict[str, float] = {}
+    names, packed = msg.value_names, msg.values
+    if len(names) != len(packed):
+        return _sample_with_devices(msg)  # names and values that do not pair: raises
+    values: dict[str, float] = dict(zip(names, packed, strict=True)) if names else {}
+    if len(values) != len(names):
+        return _sample_with_devices(msg)  # a packed name twice: raises
     events: dict[str, int] = {}
     absent: dict[str, str] = {}
     for raw in msg.signals:
@@ -78,28 +87,44 @@ def sample_from_proto(msg: pb.Sample) -> Sample:
     return Sample(msg.node, msg.timestamp_unix_nanos / NANOS, values, events, absent)
 
 
+def _readings(msg: pb.Sample) -> Iterator[tuple[str, SignalReading]]:
+    """Every reading of ``msg`` with its device (empty: node level), the packed values first."""
+    names, values = msg.value_names, msg.values
+    if len(names) != len(values):
+        raise InvalidSample(
+            "malformed_sample", f"node {msg.node}: {len(names)} packed value names but {len(values)} values"
+        )
+    for name, value in zip(names, values, strict=True):
+        yield "", SignalReading(name=name, value=value)
+    for raw in msg.signals:
+        yield raw.device, signal_from_proto(raw)
+
+
 def _sample_with_devices(msg: pb.Sample) -> Sample:
     node_level: dict[str, SignalReading] = {}
     worst_device: dict[str, SignalReading] = {}
     seen: set[tuple[str, str]] = set()
-    for raw in msg.signals:
-        name = raw.name
-        key = (name, raw.device)
-        if key in seen:
-            where = f"{name} (device {raw.device})" if raw.device else name
+    first: dict[str, None] = {}  # names in the order they first came, as the fast path keeps them
+    for device, reading in _readings(msg):
+        name = reading.name
+        if (name, device) in seen:
+            where = f"{name} (device {device})" if device else name
             raise InvalidSample("duplicate_signal", f"node {msg.node}: signal {where} appears twice in one sample")
-        seen.add(key)
-        reading = signal_from_proto(raw)
-        if not raw.device:
+        seen.add((name, device))
+        first[name] = None
+        if not device:
             node_level[name] = reading
             continue
         have = worst_device.get(name)
         if have is None or (reading.value is not None and (have.value is None or reading.value > have.value)):
             worst_device[name] = reading
-    # in the order the signals first came, as the fast loop of sample_from_proto keeps them
-    first = dict.fromkeys(raw.name for raw in msg.signals)
     readings = (node_level.get(name) or worst_device[name] for name in first)
     return Sample.of(msg.node, msg.timestamp_unix_nanos / NANOS, readings)
+
+
+def features() -> pb.Control:
+    """What this analyzer reads beyond the stream's first version: its first message on a stream."""
+    return pb.Control(features=pb.Features(packed_values=True))
 
 
 def ack(sequence: int, accepted: int, rejected: int, reasons: Iterable[str] = ()) -> pb.Control:

@@ -2,9 +2,9 @@
 
 Arbitrary wire bytes and arbitrary well-formed messages (names of any length and alphabet,
 timestamps from the distant past to the far future, NaN and infinities, duplicate and
-unknown signals, undefined enum values) go through ``Engine.accept_messages`` (the ingest
-hot path). Nothing may raise, every sample is accepted or rejected exactly once, and the
-node table stays within its bound.
+unknown signals, packed names and values that do not pair, undefined enum values) go
+through ``Engine.accept_messages`` (the ingest hot path). Nothing may raise, every sample
+is accepted or rejected exactly once, and the node table stays within its bound.
 """
 
 from __future__ import annotations
@@ -57,14 +57,25 @@ timestamps = st.one_of(
     st.integers(int((T0 - 400) * NANOS), int((T0 + 20) * NANOS)),  # around now: most get scored
 )
 hostile = st.builds(
-    lambda node, ts, sigs, interval: pb.Sample(node=node, timestamp_unix_nanos=ts, signals=sigs, interval_ms=interval),
+    lambda node, ts, sigs, interval, packed_names, packed: pb.Sample(
+        node=node, timestamp_unix_nanos=ts, signals=sigs, interval_ms=interval, value_names=packed_names, values=packed
+    ),
     names,
     timestamps,
     st.lists(signals, max_size=10),
     st.integers(0, 2**32 - 1),
+    st.lists(st.one_of(st.sampled_from(SIGNAL_NAMES), st.text(max_size=12)), max_size=6),
+    st.lists(values, max_size=6),  # as many as the names or not
 )
 plausible = st.builds(  # what a collector sends, so that the scoring path is fuzzed too
-    lambda node, ts, sigs: pb.Sample(node=node, timestamp_unix_nanos=ts, signals=sigs, interval_ms=1000),
+    lambda node, ts, sigs, packed: pb.Sample(
+        node=node,
+        timestamp_unix_nanos=ts,
+        signals=sigs[packed:],
+        interval_ms=1000,
+        value_names=[sig.name for sig in sigs[:packed]],
+        values=[sig.value for sig in sigs[:packed]],
+    ),
     st.sampled_from(["node-1", "node-2", "node-3", "node-4"]),
     st.integers(int((T0 - 60) * NANOS), int((T0 + 5) * NANOS)),
     st.lists(
@@ -76,6 +87,7 @@ plausible = st.builds(  # what a collector sends, so that the scoring path is fu
         max_size=len(SIGNAL_NAMES),
         unique_by=lambda sig: sig.name,
     ),
+    st.integers(0, len(SIGNAL_NAMES)),  # how many of them go packed (the collector's form)
 )
 samples = st.one_of(hostile, plausible)
 

@@ -130,7 +130,7 @@ def send(port: int, node: str, psi: float, seq: int) -> None:
                 iter([wire.batch_to_proto([sample], collector=node, sequence=seq)]), timeout=30
             )
         )
-    assert replies[0].WhichOneof("kind") == "send_early", replies
+    assert [r.WhichOneof("kind") for r in replies[:2]] == ["features", "send_early"], replies
     acks = [r.ack for r in replies if r.WhichOneof("kind") == "ack"]
     assert [a.accepted for a in acks] == [1], replies
 

@@ -71,6 +71,7 @@ def test_a_stream_opens_with_the_rules_warn_values_and_gets_new_ones_after_a_rul
 
     with grpc.insecure_channel(f"127.0.0.1:{analyzer.port}") as ch:
         replies = pb_grpc.AnalyzerStub(ch).StreamSamples(batches(), timeout=30)
+        assert next(replies).features.packed_values, "a stream opens with what the analyzer reads"
         first = next(replies)
         assert first.WhichOneof("kind") == "send_early"
         assert dict(first.send_early.above) == {n: r.warn for n, r in rules.signals.items()}
@@ -202,7 +203,7 @@ def test_connected_collectors_gauge_follows_open_streams(analyzer: Analyzer) -> 
     with grpc.insecure_channel(f"127.0.0.1:{analyzer.port}") as ch:
         replies = pb_grpc.AnalyzerStub(ch).StreamSamples(requests(), timeout=30)
         feed.put(wire.batch_to_proto([good("node-1")], collector="c", sequence=1))
-        assert [next(replies).WhichOneof("kind") for _ in range(3)] == ["send_early", "guard_rules", "ack"]
+        assert [next(replies).WhichOneof("kind") for _ in range(4)] == ["features", "send_early", "guard_rules", "ack"]
         assert analyzer.metric("mco_analyzer_connected_collectors") == 1
         feed.put(None)
         assert list(replies) == []

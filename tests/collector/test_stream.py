@@ -14,8 +14,9 @@ import grpc
 import pytest
 
 from mco_py.collector.signals import Absence, NodeSample, Reading
-from mco_py.collector.stream import AnalyzerStream, StreamConfig, StreamFanout, sample_to_proto
+from mco_py.collector.stream import AnalyzerStream, StreamConfig, StreamFanout, sample_to_proto, unpacked
 from mco_py.errors import ConfigError
+from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 
@@ -23,7 +24,11 @@ from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 class Recorder(pb_grpc.AnalyzerServicer):
     """A minimal analyzer: records batches and metadata, acks each batch."""
 
-    def __init__(self, *, set_interval_ms: int = 0, send_early: dict[str, float] | None = None) -> None:
+    def __init__(
+        self, *, set_interval_ms: int = 0, send_early: dict[str, float] | None = None, packed: bool = False
+    ) -> None:
+        self.packed = packed
+        """Announce the packed values, as the analyzer does (False: an analyzer from before them)."""
         self.batches: list[pb.SampleBatch] = []
         self.metadata: list[dict[str, str]] = []
         self.cond = threading.Condition()
@@ -35,6 +40,8 @@ class Recorder(pb_grpc.AnalyzerServicer):
     ) -> Iterator[pb.Control]:  # type: ignore[override]
         with self.cond:
             self.metadata.append({k: str(v) for k, v in context.invocation_metadata()})
+        if self.packed:
+            yield codec.features()
         if self._set_interval_ms:
             yield pb.Control(set_interval=pb.SetInterval(interval_ms=self._set_interval_ms))
         if self._send_early is not None:
@@ -101,8 +108,9 @@ def test_sample_to_proto() -> None:
     assert message.node == "node-a"
     assert message.timestamp_unix_nanos == 1_800_000_000 * 10**9
     assert message.interval_ms == 1000
+    assert (list(message.value_names), list(message.values)) == (["psiIoSomeAvg10"], [12.5]), "plain values go packed"
     by = {(s.name, s.device): s for s in message.signals}
-    assert by[("psiIoSomeAvg10", "")].value == 12.5
+    assert set(by) == {("bioLatencyP99Ms", ""), ("bioLatencyP99Ms", "vda"), ("llcMissRate", "")}
     p99 = by[("bioLatencyP99Ms", "")]
     assert p99.HasField("events")
     assert p99.events == 3014
@@ -111,7 +119,54 @@ def test_sample_to_proto() -> None:
     assert llc.WhichOneof("value_or_absence") == "absent"
     assert llc.absent.kind == pb.ABSENCE_KIND_UNSUPPORTED
     assert "ENOENT" in llc.absent.reason
-    assert not by[("psiIoSomeAvg10", "")].HasField("events")
+
+
+def test_unpacked_is_the_first_form_of_the_same_sample() -> None:
+    packed = sample_to_proto(make_sample(0))
+    first = unpacked(packed)
+    assert not first.value_names
+    assert not first.values
+    plain = first.signals[0]
+    assert (plain.name, plain.value, plain.HasField("events"), plain.device) == ("psiIoSomeAvg10", 12.5, False, "")
+    assert list(first.signals[1:]) == list(packed.signals)
+    assert (first.node, first.timestamp_unix_nanos, first.interval_ms) == (
+        packed.node,
+        packed.timestamp_unix_nanos,
+        packed.interval_ms,
+    )
+    assert codec.sample_from_proto(first) == codec.sample_from_proto(packed)
+
+
+def test_values_go_packed_only_to_an_analyzer_that_announced_them() -> None:
+    """A new analyzer gets the packed form once its Features arrived; after a reconnect to an older
+    analyzer (a rollback), every value goes as a Signal again."""
+    new = Recorder(packed=True)
+    server, port = serve(new)
+    stream = AnalyzerStream(f"127.0.0.1:{port}", StreamConfig(**FAST), collector_id="node-a")
+    try:
+        stream.start()
+        stream.publish(sample_to_proto(make_sample(0)))
+        new.wait_samples(1)
+        wait_for(lambda: stream.status().sent == 1, what="the first ack (after the Features)")
+        stream.publish(sample_to_proto(make_sample(1)))
+        second = new.wait_samples(2)[1]
+        assert list(second.value_names) == ["psiIoSomeAvg10"]
+        server.stop(None).wait()
+        wait_for(lambda: not stream.status().connected, what="disconnect noticed")
+        old = Recorder()
+        server, _ = serve(old, port)
+        stream.publish(sample_to_proto(make_sample(2)))
+        [third] = old.wait_samples(1)
+        assert not third.value_names
+        assert [(s.name, s.device) for s in third.signals] == [
+            ("psiIoSomeAvg10", ""),
+            ("bioLatencyP99Ms", ""),
+            ("bioLatencyP99Ms", "vda"),
+            ("llcMissRate", ""),
+        ]
+    finally:
+        stream.close()
+        server.stop(None)
 
 
 def test_fanout_to_two_analyzers_with_token(tmp_path: Path) -> None:

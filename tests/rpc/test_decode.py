@@ -1,7 +1,8 @@
 """Decoding a sample (``codec.sample_from_proto``, the ingest hot path) against the plain way.
 
 Hypothesis builds protobuf samples with everything the careful path exists for: repeated
-signals and per-device series, absent and unset values, event counts, values that are
+signals and per-device series, packed values (also named again as a signal, or without a
+value to pair with), absent and unset values, event counts, values that are
 out of range or not finite and unknown signal names (the decoder passes values on as
 they are: range and node checks are ``check_sample``'s). Both must give the same sample,
 signals in the same order, or refuse it for the same reason.
@@ -71,15 +72,38 @@ def samples(draw: st.DrawFn) -> pb.Sample:
         if count is not None:
             msg.events = count
         msgs.append(msg)
-    return pb.Sample(node=node, timestamp_unix_nanos=round((T0 + offset) * 1e9), signals=msgs)
+    packed = draw(
+        st.one_of(
+            st.just([]),
+            st.lists(st.tuples(st.sampled_from((*SIGNAL_NAMES, "somethingNew")), values), max_size=14),
+        )
+    )
+    names, numbers = [n for n, _ in packed], [v for _, v in packed]
+    unpaired = draw(st.sampled_from([0, 0, 0, 0, 0, 0, 1, -1]))  # a name or a value too many
+    if unpaired > 0:
+        names.append("psiCpuSomeAvg10")
+    elif unpaired < 0:
+        numbers.append(1.0)
+    return pb.Sample(
+        node=node,
+        timestamp_unix_nanos=round((T0 + offset) * 1e9),
+        signals=msgs,
+        value_names=names,
+        values=numbers,
+    )
 
 
 def plain_decode(msg: pb.Sample) -> Sample:
-    """The sample of ``msg`` decoded the plain way: every signal read as a reading, devices folded."""
+    """The sample of ``msg`` decoded the plain way: the packed values as node-level signals before the
+    others, every signal read as a reading, devices folded."""
+    if len(msg.value_names) != len(msg.values):
+        raise InvalidSample("malformed_sample", "unpaired")
+    every = [pb.Signal(name=n, value=v) for n, v in zip(msg.value_names, msg.values, strict=True)]
+    every += msg.signals
     seen: set[tuple[str, str]] = set()
     node_level: dict[str, SignalReading] = {}
     devices: dict[str, list[SignalReading]] = {}
-    for raw in msg.signals:
+    for raw in every:
         if (raw.name, raw.device) in seen:
             raise InvalidSample("duplicate_signal", "twice")
         seen.add((raw.name, raw.device))
@@ -89,7 +113,7 @@ def plain_decode(msg: pb.Sample) -> Sample:
         else:
             node_level[raw.name] = reading
     readings = []
-    for name in dict.fromkeys(raw.name for raw in msg.signals):  # in the order they first came
+    for name in dict.fromkeys(raw.name for raw in every):  # in the order they first came
         if name in node_level:
             readings.append(node_level[name])
             continue

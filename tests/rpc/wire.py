@@ -34,22 +34,22 @@ def signal_to_proto(reading: SignalReading, *, device: str = "") -> pb.Signal:
     return msg
 
 
-def sample_to_proto(sample: Sample, *, interval_ms: int = 0, backend: str = "") -> pb.Sample:
-    """Encode one sample for the stream (``backend``: named in every signal, as collectors do)."""
-    signals = []
+def sample_to_proto(sample: Sample, *, interval_ms: int = 0, backend: str = "", packed: bool = True) -> pb.Sample:
+    """Encode one sample for the stream, as a collector does: the values without an event count
+    packed (``packed=False``: one ``Signal`` each, the stream's first form; ``backend`` named
+    in every signal)."""
+    msg = pb.Sample(node=sample.node, timestamp_unix_nanos=round(sample.timestamp * NANOS), interval_ms=interval_ms)
     for name, value in sample.values.items():
-        msg = pb.Signal(name=name, value=value, backend=backend)
         count = sample.events.get(name)
+        if packed and count is None:
+            msg.value_names.append(name)
+            msg.values.append(value)
+            continue
+        signal = msg.signals.add(name=name, value=value, backend=backend)
         if count is not None:
-            msg.events = count
-        signals.append(msg)
-    signals += [pb.Signal(name=n, backend=backend, absent=_absence(why)) for n, why in sample.absent.items()]
-    return pb.Sample(
-        node=sample.node,
-        timestamp_unix_nanos=round(sample.timestamp * NANOS),
-        signals=signals,
-        interval_ms=interval_ms,
-    )
+            signal.events = count
+    msg.signals.extend(pb.Signal(name=n, backend=backend, absent=_absence(why)) for n, why in sample.absent.items())
+    return msg
 
 
 def batch_to_proto(
@@ -61,13 +61,14 @@ def batch_to_proto(
     dropped_since_last: int = 0,
     interval_ms: int = 0,
     backend: str = "",
+    packed: bool = True,
 ) -> pb.SampleBatch:
     """A batch of samples (possibly for several nodes)."""
     return pb.SampleBatch(
         collector=collector,
         collector_version=collector_version,
         sequence=sequence,
-        samples=[sample_to_proto(s, interval_ms=interval_ms, backend=backend) for s in samples],
+        samples=[sample_to_proto(s, interval_ms=interval_ms, backend=backend, packed=packed) for s in samples],
         dropped_since_last=dropped_since_last,
     )
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%mco_py/rpc/analyzer/v1/analyzer.proto\x12\x0fmco.analyzer.v1\"E\n\x07\x41\x62sence\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.mco.analyzer.v1.AbsenceKind\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xa8\x01\n\x06Signal\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12\x0f\n\x05value\x18\x03 \x01(\x01H\x00\x12*\n\x06\x61\x62sent\x18\x04 \x01(\x0b\x32\x18.mco.analyzer.v1.AbsenceH\x00\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x13\n\x06\x65vents\x18\x06 \x01(\x04H\x01\x88\x01\x01\x42\x12\n\x10value_or_absenceB\t\n\x07_events\"s\n\x06Sample\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x1c\n\x14timestamp_unix_nanos\x18\x02 \x01(\x03\x12(\n\x07signals\x18\x03 \x03(\x0b\x32\x17.mco.analyzer.v1.Signal\x12\x13\n\x0binterval_ms\x18\x04 \x01(\r\"\xc8\x01\n\x0bSampleBatch\x12\x11\n\tcollector\x18\x01 \x01(\t\x12\x19\n\x11\x63ollector_version\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12(\n\x07samples\x18\x04 \x03(\x0b\x32\x17.mco.analyzer.v1.Sample\x12\x1a\n\x12\x64ropped_since_last\x18\x05 \x01(\x04\x12\x33\n\rguard_actions\x18\x06 \x03(\x0b\x32\x1c.mco.analyzer.v1.GuardAction\"\xc3\x01\n\x0bGuardAction\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x1c\n\x14timestamp_unix_nanos\x18\x02 \x01(\x03\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\x14\n\x0climit_before\x18\x04 \x01(\x01\x12\r\n\x05limit\x18\x05 \x01(\x01\x12\x15\n\x08pressure\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04\x63pus\x18\x07 \x01(\r\x12\x0f\n\x07\x64ry_run\x18\x08 \x01(\x08\x12\x10\n\x08resource\x18\t \x01(\tB\x0b\n\t_pressure\"\x87\x02\n\x07\x43ontrol\x12#\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x14.mco.analyzer.v1.AckH\x00\x12\x34\n\x0cset_interval\x18\x02 \x01(\x0b\x32\x1c.mco.analyzer.v1.SetIntervalH\x00\x12\x30\n\nsend_early\x18\x03 \x01(\x0b\x32\x1a.mco.analyzer.v1.SendEarlyH\x00\x12\x32\n\x0bguard_rules\x18\x04 \x01(\x0b\x32\x1b.mco.analyzer.v1.GuardRulesH\x00\x12\x33\n\tworkloads\x18\x05 \x01(\x0b\x32\x1e.mco.analyzer.v1.NodeWorkloadsH\x00\x42\x06\n\x04kind\"S\n\x03\x41\x63k\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\r\x12\x10\n\x08rejected\x18\x03 \x01(\r\x12\x16\n\x0ereject_reasons\x18\x04 \x03(\t\"\"\n\x0bSetInterval\x12\x13\n\x0binterval_ms\x18\x01 \x01(\r\"o\n\tSendEarly\x12\x34\n\x05\x61\x62ove\x18\x01 \x03(\x0b\x32%.mco.analyzer.v1.SendEarly.AboveEntry\x1a,\n\nAboveEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x86\x01\n\nGuardRules\x12\x16\n\x0ethrottle_above\x18\x01 \x01(\x01\x12\x15\n\rrelease_below\x18\x02 \x01(\x01\x12\x16\n\x0e\x63\x61lm_intervals\x18\x03 \x01(\r\x12\x11\n\tstep_down\x18\x04 \x01(\x01\x12\x0f\n\x07step_up\x18\x05 \x01(\x01\x12\r\n\x05\x66loor\x18\x06 \x01(\x01\"I\n\rNodeWorkloads\x12\x0c\n\x04node\x18\x01 \x01(\t\x12*\n\x04pods\x18\x02 \x03(\x0b\x32\x1c.mco.analyzer.v1.WorkloadPod\"_\n\x0bWorkloadPod\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0b\n\x03uid\x18\x03 \x01(\t\x12\x11\n\tqos_class\x18\x04 \x01(\t\x12\x0f\n\x07offline\x18\x05 \x01(\x08*\xdf\x01\n\x0b\x41\x62senceKind\x12\x1c\n\x18\x41\x42SENCE_KIND_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x41\x42SENCE_KIND_UNSUPPORTED\x10\x01\x12\x1b\n\x17\x41\x42SENCE_KIND_PERMISSION\x10\x02\x12\x1b\n\x17\x41\x42SENCE_KIND_READ_ERROR\x10\x03\x12\"\n\x1e\x41\x42SENCE_KIND_INSUFFICIENT_DATA\x10\x04\x12\x19\n\x15\x41\x42SENCE_KIND_DISABLED\x10\x05\x12\x1b\n\x17\x41\x42SENCE_KIND_WARMING_UP\x10\x06\x32W\n\x08\x41nalyzer\x12K\n\rStreamSamples\x12\x1c.mco.analyzer.v1.SampleBatch\x1a\x18.mco.analyzer.v1.Control(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%mco_py/rpc/analyzer/v1/analyzer.proto\x12\x0fmco.analyzer.v1\"E\n\x07\x41\x62sence\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.mco.analyzer.v1.AbsenceKind\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xa8\x01\n\x06Signal\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12\x0f\n\x05value\x18\x03 \x01(\x01H\x00\x12*\n\x06\x61\x62sent\x18\x04 \x01(\x0b\x32\x18.mco.analyzer.v1.AbsenceH\x00\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x13\n\x06\x65vents\x18\x06 \x01(\x04H\x01\x88\x01\x01\x42\x12\n\x10value_or_absenceB\t\n\x07_events\"\x98\x01\n\x06Sample\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x1c\n\x14timestamp_unix_nanos\x18\x02 \x01(\x03\x12(\n\x07signals\x18\x03 \x03(\x0b\x32\x17.mco.analyzer.v1.Signal\x12\x13\n\x0binterval_ms\x18\x04 \x01(\r\x12\x13\n\x0bvalue_names\x18\x05 \x03(\t\x12\x0e\n\x06values\x18\x06 \x03(\x01\"\xc8\x01\n\x0bSampleBatch\x12\x11\n\tcollector\x18\x01 \x01(\t\x12\x19\n\x11\x63ollector_version\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12(\n\x07samples\x18\x04 \x03(\x0b\x32\x17.mco.analyzer.v1.Sample\x12\x1a\n\x12\x64ropped_since_last\x18\x05 \x01(\x04\x12\x33\n\rguard_actions\x18\x06 \x03(\x0b\x32\x1c.mco.analyzer.v1.GuardAction\"\xc3\x01\n\x0bGuardAction\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x1c\n\x14timestamp_unix_nanos\x18\x02 \x01(\x03\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\x14\n\x0climit_before\x18\x04 \x01(\x01\x12\r\n\x05limit\x18\x05 \x01(\x01\x12\x15\n\x08pressure\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04\x63pus\x18\x07 \x01(\r\x12\x0f\n\x07\x64ry_run\x18\x08 \x01(\x08\x12\x10\n\x08resource\x18\t \x01(\tB\x0b\n\t_pressure\"\xb6\x02\n\x07\x43ontrol\x12#\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x14.mco.analyzer.v1.AckH\x00\x12\x34\n\x0cset_interval\x18\x02 \x01(\x0b\x32\x1c.mco.analyzer.v1.SetIntervalH\x00\x12\x30\n\nsend_early\x18\x03 \x01(\x0b\x32\x1a.mco.analyzer.v1.SendEarlyH\x00\x12\x32\n\x0bguard_rules\x18\x04 \x01(\x0b\x32\x1b.mco.analyzer.v1.GuardRulesH\x00\x12\x33\n\tworkloads\x18\x05 \x01(\x0b\x32\x1e.mco.analyzer.v1.NodeWorkloadsH\x00\x12-\n\x08\x66\x65\x61tures\x18\x06 \x01(\x0b\x32\x19.mco.analyzer.v1.FeaturesH\x00\x42\x06\n\x04kind\"!\n\x08\x46\x65\x61tures\x12\x15\n\rpacked_values\x18\x01 \x01(\x08\"S\n\x03\x41\x63k\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\r\x12\x10\n\x08rejected\x18\x03 \x01(\r\x12\x16\n\x0ereject_reasons\x18\x04 \x03(\t\"\"\n\x0bSetInterval\x12\x13\n\x0binterval_ms\x18\x01 \x01(\r\"o\n\tSendEarly\x12\x34\n\x05\x61\x62ove\x18\x01 \x03(\x0b\x32%.mco.analyzer.v1.SendEarly.AboveEntry\x1a,\n\nAboveEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x86\x01\n\nGuardRules\x12\x16\n\x0ethrottle_above\x18\x01 \x01(\x01\x12\x15\n\rrelease_below\x18\x02 \x01(\x01\x12\x16\n\x0e\x63\x61lm_intervals\x18\x03 \x01(\r\x12\x11\n\tstep_down\x18\x04 \x01(\x01\x12\x0f\n\x07step_up\x18\x05 \x01(\x01\x12\r\n\x05\x66loor\x18\x06 \x01(\x01\"I\n\rNodeWorkloads\x12\x0c\n\x04node\x18\x01 \x01(\t\x12*\n\x04pods\x18\x02 \x03(\x0b\x32\x1c.mco.analyzer.v1.WorkloadPod\"_\n\x0bWorkloadPod\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0b\n\x03uid\x18\x03 \x01(\t\x12\x11\n\tqos_class\x18\x04 \x01(\t\x12\x0f\n\x07offline\x18\x05 \x01(\x08*\xdf\x01\n\x0b\x41\x62senceKind\x12\x1c\n\x18\x41\x42SENCE_KIND_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x41\x42SENCE_KIND_UNSUPPORTED\x10\x01\x12\x1b\n\x17\x41\x42SENCE_KIND_PERMISSION\x10\x02\x12\x1b\n\x17\x41\x42SENCE_KIND_READ_ERROR\x10\x03\x12\"\n\x1e\x41\x42SENCE_KIND_INSUFFICIENT_DATA\x10\x04\x12\x19\n\x15\x41\x42SENCE_KIND_DISABLED\x10\x05\x12\x1b\n\x17\x41\x42SENCE_KIND_WARMING_UP\x10\x06\x32W\n\x08\x41nalyzer\x12K\n\rStreamSamples\x12\x1c.mco.analyzer.v1.SampleBatch\x1a\x18.mco.analyzer.v1.Control(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,34 +33,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SENDEARLY_ABOVEENTRY']._loaded_options = None
   _globals['_SENDEARLY_ABOVEENTRY']._serialized_options = b'8\001'
-  _globals['_ABSENCEKIND']._serialized_start=1628
-  _globals['_ABSENCEKIND']._serialized_end=1851
+  _globals['_ABSENCEKIND']._serialized_start=1748
+  _globals['_ABSENCEKIND']._serialized_end=1971
   _globals['_ABSENCE']._serialized_start=58
   _globals['_ABSENCE']._serialized_end=127
   _globals['_SIGNAL']._serialized_start=130
   _globals['_SIGNAL']._serialized_end=298
-  _globals['_SAMPLE']._serialized_start=300
-  _globals['_SAMPLE']._serialized_end=415
-  _globals['_SAMPLEBATCH']._serialized_start=418
-  _globals['_SAMPLEBATCH']._serialized_end=618
-  _globals['_GUARDACTION']._serialized_start=621
-  _globals['_GUARDACTION']._serialized_end=816
-  _globals['_CONTROL']._serialized_start=819
-  _globals['_CONTROL']._serialized_end=1082
-  _globals['_ACK']._serialized_start=1084
-  _globals['_ACK']._serialized_end=1167
-  _globals['_SETINTERVAL']._serialized_start=1169
-  _globals['_SETINTERVAL']._serialized_end=1203
-  _globals['_SENDEARLY']._serialized_start=1205
-  _globals['_SENDEARLY']._serialized_end=1316
-  _globals['_SENDEARLY_ABOVEENTRY']._serialized_start=1272
-  _globals['_SENDEARLY_ABOVEENTRY']._serialized_end=1316
-  _globals['_GUARDRULES']._serialized_start=1319
-  _globals['_GUARDRULES']._serialized_end=1453
-  _globals['_NODEWORKLOADS']._serialized_start=1455
-  _globals['_NODEWORKLOADS']._serialized_end=1528
-  _globals['_WORKLOADPOD']._serialized_start=1530
-  _globals['_WORKLOADPOD']._serialized_end=1625
-  _globals['_ANALYZER']._serialized_start=1853
-  _globals['_ANALYZER']._serialized_end=1940
+  _globals['_SAMPLE']._serialized_start=301
+  _globals['_SAMPLE']._serialized_end=453
+  _globals['_SAMPLEBATCH']._serialized_start=456
+  _globals['_SAMPLEBATCH']._serialized_end=656
+  _globals['_GUARDACTION']._serialized_start=659
+  _globals['_GUARDACTION']._serialized_end=854
+  _globals['_CONTROL']._serialized_start=857
+  _globals['_CONTROL']._serialized_end=1167
+  _globals['_FEATURES']._serialized_start=1169
+  _globals['_FEATURES']._serialized_end=1202
+  _globals['_ACK']._serialized_start=1204
+  _globals['_ACK']._serialized_end=1287
+  _globals['_SETINTERVAL']._serialized_start=1289
+  _globals['_SETINTERVAL']._serialized_end=1323
+  _globals['_SENDEARLY']._serialized_start=1325
+  _globals['_SENDEARLY']._serialized_end=1436
+  _globals['_SENDEARLY_ABOVEENTRY']._serialized_start=1392
+  _globals['_SENDEARLY_ABOVEENTRY']._serialized_end=1436
+  _globals['_GUARDRULES']._serialized_start=1439
+  _globals['_GUARDRULES']._serialized_end=1573
+  _globals['_NODEWORKLOADS']._serialized_start=1575
+  _globals['_NODEWORKLOADS']._serialized_end=1648
+  _globals['_WORKLOADPOD']._serialized_start=1650
+  _globals['_WORKLOADPOD']._serialized_end=1745
+  _globals['_ANALYZER']._serialized_start=1973
+  _globals['_ANALYZER']._serialized_end=2060
 # @@protoc_insertion_point(module_scope)
