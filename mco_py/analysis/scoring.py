@@ -109,7 +109,11 @@ def _capped_sub_score(value: float, warn: float, critical: float, span: float, c
 
 
 _PERCENTS = tuple(str(i) for i in range(101))
-"""``f"{x:.0f}"`` of 0 <= x <= 100 is ``_PERCENTS[int(x + ROUNDER - ROUNDER)]`` (both round half to even)."""
+
+
+def _whole(x: float) -> str:
+    """``f"{x:.0f}"``, from a table for 0 <= x <= 100 (sub-scores, dimension scores): both round half to even."""
+    return _PERCENTS[int(x + ROUNDER - ROUNDER)] if 0.0 <= x <= 100.0 else f"{x:.0f}"
 
 
 class _RuleTexts:
@@ -140,7 +144,6 @@ def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -
     """One line per scored signal above warn, the highest sub-score first (ties in the order of ``values``),
     e.g. ``psiCpuSomeRate=78.5 ≥ critical 50 (cpu sub-score 100)``."""
     hot: list[tuple[float, str]] = []
-    percents = _PERCENTS
     for name, value in values.items():
         text = texts.get(name)
         if text is None or value <= text.warn:
@@ -149,8 +152,7 @@ def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -
             hot.append((min(100.0, text.cap), f"{name}={value:.4g}{text.critical_tail}"))
         else:
             sub = 100.0 * (value - text.warn) / text.span
-            pct = percents[int(sub + ROUNDER - ROUNDER)] if 0.0 <= sub <= 100.0 else f"{sub:.0f}"
-            hot.append((min(sub, text.cap), f"{name}={value:.4g}{text.between_line}{pct}{text.tail}"))
+            hot.append((min(sub, text.cap), f"{name}={value:.4g}{text.between_line}{_whole(sub)}{text.tail}"))
     if len(hot) > 1:
         hot.sort(key=itemgetter(0), reverse=True)  # stable: ties keep the order of ``values``
     return [line for _, line in hot]
@@ -211,8 +213,12 @@ _Why = tuple[
 
 def _dimensions_text(dimensions: Mapping[str, DimensionScore]) -> str:
     """``cpu High 100, io Low 31`` (worst first)."""
-    ranked = sorted(dimensions.items(), key=lambda item: item[1].score, reverse=True)
-    return ", ".join(f"{name} {d.level.value} {d.score:.0f}" for name, d in ranked)
+    ranked = sorted(dimensions.items(), key=_score_of, reverse=True)
+    return ", ".join([f"{name} {d.level._value_} {_whole(d.score)}" for name, d in ranked])
+
+
+def _score_of(item: tuple[str, DimensionScore]) -> float:
+    return item[1].score
 
 
 _CLASS_PAIRS = tuple(

@@ -20,15 +20,15 @@ from mco_py.analysis.rules import (
     Staleness,
 )
 from mco_py.analysis.scoring import (
-    _PERCENTS,
     RANKED_LEVELS,
     Scorer,
     _hot_reasons,
     _rule_texts,
+    _whole,
     combine_dimensions,
     reversals,
 )
-from mco_py.model import ROUNDER, Level, Sample, SignalReading
+from mco_py.model import Level, Sample, SignalReading
 from tests.analysis import oracle
 
 T0 = 1_800_000_000.0
@@ -474,6 +474,12 @@ def test_lazy_reasons_are_the_eager_ones_of_the_assessment_time(
         assert dataclasses.replace(item, signals={}) == dataclasses.replace(expected, signals={})
 
 
-@given(st.one_of(st.floats(min_value=0, max_value=100), st.integers(0, 199).map(lambda k: k / 2)))
-def test_percent_table_equals_zero_decimal_formatting(sub: float) -> None:
-    assert _PERCENTS[int(sub + ROUNDER - ROUNDER)] == f"{sub:.0f}"
+@given(
+    st.one_of(
+        st.floats(min_value=0, max_value=100),
+        st.integers(0, 199).map(lambda k: k / 2),
+        st.floats(allow_nan=False, allow_infinity=False),  # outside the table
+    )
+)
+def test_whole_numbers_from_the_table_equal_zero_decimal_formatting(x: float) -> None:
+    assert _whole(x) == f"{x:.0f}"
