@@ -11,7 +11,6 @@ import argparse
 import dataclasses
 import difflib
 import logging
-import signal
 import socket
 import threading
 from collections.abc import Callable, Mapping
@@ -37,6 +36,7 @@ from mco_py.kube.lease import LeaseElector
 from mco_py.kube.rules import ConfigMapRulesSource
 from mco_py.obs.logging import setup_logging
 from mco_py.obs.metrics import start_metrics_server
+from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 from mco_py.report.size import DEFAULT_STATUS_BUDGET
 from mco_py.store.base import ReportStore
 from mco_py.store.file import FileReportStore
@@ -392,7 +392,7 @@ def serve(settings: Settings, *, registry: CollectorRegistry, stop: threading.Ev
             source.describe(),
             extra={"grpc_port": port, "metrics_port": metrics_port, "mode": settings.mode},
         )
-        stop.wait()
+        wait_for_stop(stop)
         log.info("stopping")
     finally:
         parts.stop_all()
@@ -409,8 +409,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     setup_logging(settings.log_level)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)
     try:
         return serve(settings, registry=CollectorRegistry(), stop=stop)
     except ConfigError as exc:

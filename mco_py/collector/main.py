@@ -7,11 +7,9 @@ import functools
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
@@ -27,6 +25,7 @@ from mco_py.collector.workload_groups import WorkloadGroups
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import setup_logging
 from mco_py.obs.metrics import MetricsServer, start_metrics_server
+from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 
 if TYPE_CHECKING:
     from mco_py.collector.stream import StreamFanout
@@ -155,13 +154,7 @@ def run(args: argparse.Namespace) -> int:
     if args.restore_guard:
         return restore_guard(settings)
     stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal %s: shutting down", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_on_signals(stop)
     try:
         groups = workload_groups(settings)
     except ConfigError as exc:
@@ -279,8 +272,8 @@ class CollectorDaemon:
         self._thread.start()
 
     def wait(self) -> None:
-        """Block until the stop event is set (a signal handler setting it wakes the wait)."""
-        self.loop.stop.wait()
+        """Block until the stop event is set (by a signal handler, which this wait lets run)."""
+        wait_for_stop(self.loop.stop)
 
     def close(self) -> None:
         """Stop sampling, close the streams and the HTTP server (the caller closes the sampler)."""

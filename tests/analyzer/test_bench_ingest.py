@@ -3,6 +3,7 @@ it streams over real gRPC is accepted (figures are the bench's business, not a t
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ def test_the_ingest_bench_streams_every_sample_and_prints_its_figures() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.analyzer.bench_analyzer", "--ingest-only", "--quick"],
         cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=300,

@@ -24,6 +24,7 @@ def test_collector_process_streams_and_catches_up_after_the_analyzer_restarts() 
     first = Recorder()
     server, port = serve(first)
     env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
+    env["PYTHONFAULTHANDLER"] = "1"  # a hung stop is shown with every thread's stack (SIGABRT below)
     proc = subprocess.Popen(
         [
             *MCO,
@@ -66,8 +67,14 @@ def test_collector_process_streams_and_catches_up_after_the_analyzer_restarts() 
     finally:
         server.stop(None)
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=30)
+        try:
+            code: int | None = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(timeout=30)
+            code = None
         reader.join(10)
         proc.stderr.close()
+    assert code is not None, "the collector did not stop within 30 s of SIGTERM:\n" + "".join(log)
     assert code == 0, "".join(log)
     assert not any("Traceback" in line for line in log), "".join(log)

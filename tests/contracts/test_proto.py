@@ -11,10 +11,15 @@ from mco_py.rpc.analyzer.v1 import analyzer_pb2
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _stubs(root: Path, tree: Path) -> dict[Path, bytes]:
+    """Generated sources under ``tree`` by path from ``root`` (compiled bytecode is not a stub)."""
+    return {p.relative_to(root): p.read_bytes() for p in tree.rglob("*_pb2*.py*") if p.suffix in (".py", ".pyi")}
+
+
 def test_committed_stubs_match_fresh_generation(tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_proto.py"), "--out", str(tmp_path)], check=True)
-    fresh = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*_pb2*.py*")}
-    committed = {p.relative_to(ROOT): p.read_bytes() for p in (ROOT / "mco_py" / "rpc").rglob("*_pb2*.py*")}
+    fresh = _stubs(tmp_path, tmp_path / "mco_py" / "rpc")
+    committed = _stubs(ROOT, ROOT / "mco_py" / "rpc")
     assert fresh.keys() == committed.keys(), "stub files differ; run `make proto` and commit"
     stale = sorted(str(k) for k in fresh if fresh[k] != committed[k])
     assert not stale, f"stubs out of date: {stale}; run `make proto` and commit"
