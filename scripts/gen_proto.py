@@ -19,6 +19,11 @@ PROTO_DIR = ROOT / "proto"
 PACKAGE_PREFIX = "mco_py/rpc"
 
 
+def stub_files(tree: Path) -> list[Path]:
+    """The generated stub sources under ``tree`` (``*_pb2*.py`` and ``.pyi``; never compiled bytecode)."""
+    return sorted(p for p in tree.rglob("*_pb2*.py*") if p.suffix in (".py", ".pyi"))
+
+
 def generate(out: Path) -> list[Path]:
     """Generate every stub under ``out``; returns the generated files."""
     bindir = Path(sys.executable).parent
@@ -38,7 +43,7 @@ def generate(out: Path) -> list[Path]:
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
-    generated = sorted((out / PACKAGE_PREFIX).rglob("*_pb2*.py*"))
+    generated = stub_files(out / PACKAGE_PREFIX)
     # Packages need __init__.py so mypy and setuptools find them.
     for gen in generated:
         d = gen.parent
@@ -53,7 +58,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT)
     args = parser.parse_args()
     if args.out == ROOT:
-        for old in (ROOT / PACKAGE_PREFIX).rglob("*_pb2*.py*"):
+        for old in stub_files(ROOT / PACKAGE_PREFIX):
             old.unlink()
     files = generate(args.out)
     for f in files:

@@ -201,7 +201,7 @@ _Why = tuple[
     bool,  # scorable
     int,  # rank
     float,  # score
-    Mapping[str, float],  # smoothed values
+    Mapping[str, float],  # smoothed values, as shown (4 decimals)
     Sequence[tuple[str, int]],  # unjudged: name, events
     Sequence[tuple[str, str]],  # absent: name, reason
     float,  # changed_at
@@ -385,6 +385,8 @@ class _Node:
         self.ewma: dict[str, float] = {}
         self.windows: dict[str, deque[float]] = {}
         self.values: dict[str, float] = {}
+        """The newest smoothed values, rounded to 4 decimals as the report shows them (never mutated: replaced;
+        the report's entries share it)."""
         self.dimensions: Mapping[str, DimensionScore] = NO_DIMENSIONS
         """The dimensions scoring above 0 in the newest sample (never mutated: replaced)."""
         self.dominant = ""
@@ -501,7 +503,9 @@ class Scorer:
         the node score (None when no signal could be scored).
 
         The sub-scores and dimensions are the plain rules' (``tests/analysis/oracle.py``; a property
-        test holds the two equal), computed here while each value is at hand.
+        test holds the two equal), computed here while each value is at hand. The values kept for the
+        report are rounded here too, once per sample: cheaper than a copy per report of every node
+        (the report's largest cost at 10,000 nodes: docs/benchmarks.md).
         """
         specs = self._specs
         ewma = node.ewma
@@ -526,7 +530,9 @@ class Scorer:
                 ewma[name] = value
             else:
                 value = _window_mean(node, name, sent, window)
-            smoothed[name] = value
+            # kept as the report shows it, round_to(value, 1e4) inlined (exact for checked samples:
+            # |value| <= MAX_VALUES); the judgement below uses the value unrounded
+            smoothed[name] = (value * 1e4 + ROUNDER - ROUNDER) / 1e4
             if cap > 0:
                 scored = True
                 if value > warn:  # rare: most signals of most nodes are calm

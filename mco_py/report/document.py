@@ -11,7 +11,7 @@ An entry (``status.nodes[]``; in a shard, ``status.nodes[name]``), keys in this 
 optional ones left out when empty::
 
     name, level, score (2 decimals), dominant?, dimensions? {name: {level, score}},
-    signals? {name: value (4 decimals, finite only)}, lastSampleTime?, reasons (always; [] when none)
+    signals? {name: value (4 decimals: the assessment's own)}, lastSampleTime?, reasons (always; [] when none)
 
 A *bare* entry is the same without ``dimensions``, ``signals`` and ``reasons`` (``reasons: []``):
 what the size limit leaves of a node (:mod:`mco_py.report.size`).
@@ -41,7 +41,6 @@ from mco_py.model import (
     Report,
     format_time,
     parse_time,
-    round_signals,
     round_to,
 )
 
@@ -180,7 +179,8 @@ def entry(item: NodeAssessment, *, detail: bool = True) -> Entry:
         if item.dimensions:
             dims = {n: Dimension(d.level._value_, round_to(d.score, 100.0)) for n, d in item.dimensions.items()}  # type: ignore[arg-type]
         if item.signals:
-            signals = round_signals(item.signals) or UNSET  # every value non-finite: none to show
+            s = item.signals  # as the scorer rounded them: shared, never mutated
+            signals = s if isinstance(s, dict) else dict(s)
     return Entry(
         name=item.name,
         level=item.level._value_,

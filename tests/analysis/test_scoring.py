@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import itertools
 import pickle
+from collections import deque
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -193,6 +194,36 @@ def test_ewma_smooths_and_window_averages() -> None:
     for i, v in enumerate((10.0, 20.0, 40.0)):
         window.observe(sample("n", T0 + i, psiIoSomeAvg10=v), T0 + i)
     assert assessment(window, "n", T0 + 2).signals["psiIoSomeAvg10"] == 30.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.floats(min_value=0, max_value=100), st.floats(min_value=0, max_value=3_600_000)),
+        min_size=1,
+        max_size=6,
+    ),
+    method=st.sampled_from(["ewma", "window"]),
+    alpha=st.sampled_from([1.0, 0.7, 0.3]),
+)
+def test_the_assessment_shows_the_smoothed_values_to_4_decimals_and_judges_them_unrounded(
+    steps: list[tuple[float, float]], method: str, alpha: float
+) -> None:
+    scorer = Scorer(rules(method=method, alpha=alpha, window=3))
+    plain: dict[str, float] = {}
+    windows: dict[str, deque[float]] = {}
+    for k, (psi, latency) in enumerate(steps):
+        scorer.observe(sample("n", T0 + k, psiIoSomeAvg10=psi, bioLatencyP99Ms=latency), T0 + k)
+        for name, sent in (("psiIoSomeAvg10", psi), ("bioLatencyP99Ms", latency)):
+            if method == "ewma":
+                prev = plain.get(name)
+                plain[name] = sent if prev is None else prev + alpha * (sent - prev)
+            else:
+                windows.setdefault(name, deque(maxlen=3)).append(sent)
+                plain[name] = sum(windows[name]) / len(windows[name])
+    item = assessment(scorer, "n", T0 + len(steps) - 1)
+    assert item.signals == {name: round(value * 1e4) / 1e4 for name, value in plain.items()}
+    assert item.score == oracle.node_score(plain, scorer.rules), "judged on the values unrounded"
 
 
 def test_hysteresis_needs_consecutive_assessments() -> None:

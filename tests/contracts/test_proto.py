@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from mco_py.rpc.analyzer.v1 import analyzer_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _gen_proto() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_proto", ROOT / "scripts" / "gen_proto.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _stubs(root: Path, tree: Path) -> dict[Path, bytes]:
-    """Generated sources under ``tree`` by path from ``root`` (compiled bytecode is not a stub)."""
-    return {p.relative_to(root): p.read_bytes() for p in tree.rglob("*_pb2*.py*") if p.suffix in (".py", ".pyi")}
+    """The stub files under ``tree`` (as the generator finds them), by path from ``root``."""
+    return {p.relative_to(root): p.read_bytes() for p in _gen_proto().stub_files(tree)}
 
 
 def test_committed_stubs_match_fresh_generation(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +15,8 @@ def format_time(ts: float) -> str:
 
 
 def assessment_to_dict(item: NodeAssessment) -> dict[str, Any]:
-    """One ``status.nodes[]`` entry: scores to 2 decimals, signals to 4, non-finite signals left out."""
+    """One ``status.nodes[]`` entry: scores to 2 decimals, signals as the assessment has them (the scorer
+    rounds them to 4)."""
     out: dict[str, Any] = {"name": item.name, "level": item.level.value, "score": round_to(item.score, 100.0)}
     if item.dominant:
         out["dominant"] = item.dominant
@@ -24,9 +24,8 @@ def assessment_to_dict(item: NodeAssessment) -> dict[str, Any]:
         out["dimensions"] = {
             name: {"level": d.level.value, "score": round_to(d.score, 100.0)} for name, d in item.dimensions.items()
         }
-    signals = {k: round_to(v, 1e4) for k, v in item.signals.items() if math.isfinite(v)}
-    if signals:  # left out when no value is finite
-        out["signals"] = signals
+    if item.signals:
+        out["signals"] = dict(item.signals)
     if item.last_sample_time is not None:
         out["lastSampleTime"] = format_time(item.last_sample_time)
     out["reasons"] = list(item.reasons)
