@@ -140,11 +140,11 @@ def _rule_texts(rules: DetectionRules) -> dict[str, _RuleTexts]:
     }
 
 
-def _hot_reasons(values: Mapping[str, float], texts: Mapping[str, _RuleTexts]) -> list[str]:
-    """One line per scored signal above warn, the highest sub-score first (ties in the order of ``values``),
-    e.g. ``psiCpuSomeRate=78.5 ≥ critical 50 (cpu sub-score 100)``."""
+def _hot_reasons(values: Iterable[tuple[str, float]], texts: Mapping[str, _RuleTexts]) -> list[str]:
+    """One line per scored signal above warn among ``values`` (name, value pairs), the highest sub-score
+    first (ties in the order of ``values``), e.g. ``psiCpuSomeRate=78.5 ≥ critical 50 (cpu sub-score 100)``."""
     hot: list[tuple[float, str]] = []
-    for name, value in values.items():
+    for name, value in values:
         text = texts.get(name)
         if text is None or value <= text.warn:
             continue
@@ -202,6 +202,7 @@ _Why = tuple[
     int,  # rank
     float,  # score
     Mapping[str, float],  # smoothed values, as shown (4 decimals)
+    Sequence[tuple[str, float]],  # the scored values above warn, unrounded
     Sequence[tuple[str, int]],  # unjudged: name, events
     Sequence[tuple[str, str]],  # absent: name, reason
     float,  # changed_at
@@ -229,7 +230,8 @@ _CLASS_PAIRS = tuple(
 
 def _who_line(values: Mapping[str, float]) -> str:
     """Who suffers and who causes it, from the workload classes' stall shares (collectors with
-    classes), e.g. ``stalled, online / offline: cpu 34 / 61 %, io 0 / 12 %``; empty without them."""
+    classes), e.g. ``stalled, online / offline: cpu 34 / 61 %, io 0 / 12 %``; empty without them.
+    ``values`` as the report shows them (4 decimals): the whole percents agree with the signals shown."""
     parts = []
     for resource, online, offline in _CLASS_PAIRS:
         on, off = values.get(online), values.get(offline)
@@ -241,7 +243,7 @@ def _who_line(values: Mapping[str, float]) -> str:
 
 def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
     """Why the node is where it is. None nodes list only signals above warn (keeps the report small)."""
-    rules, texts, scorable, rank, score, values, unjudged, absent, changed_at, changed_how, dimensions = why
+    rules, texts, scorable, rank, score, values, hot, unjudged, absent, changed_at, changed_how, dimensions = why
     if scorable and rank == 0 and score <= 0 and not unjudged and not headline:
         return ()  # the common calm node: nothing above warn, nothing to say
     out: list[str] = []
@@ -262,7 +264,7 @@ def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
             who = _who_line(values)
             if who:
                 out.append(who)
-        out += _hot_reasons(values, texts)
+        out += _hot_reasons(hot, texts)
         if unjudged:
             out.extend(_unjudged(name, count, rules) for name, count in unjudged)
     if len(out) > MAX_REASONS:
@@ -371,6 +373,7 @@ class _Node:
         "dominant",
         "ewma",
         "history",
+        "hot",
         "last_sample_time",
         "last_seen",
         "rank",
@@ -387,6 +390,9 @@ class _Node:
         self.values: dict[str, float] = {}
         """The newest smoothed values, rounded to 4 decimals as the report shows them (never mutated: replaced;
         the report's entries share it)."""
+        self.hot: Sequence[tuple[str, float]] = ()
+        """The scored values above warn in the newest sample, unrounded, in the sample's order: what the
+        reasons quote (they must agree with the sub-scores, judged unrounded)."""
         self.dimensions: Mapping[str, DimensionScore] = NO_DIMENSIONS
         """The dimensions scoring above 0 in the newest sample (never mutated: replaced)."""
         self.dominant = ""
@@ -513,6 +519,7 @@ class Scorer:
         smoothed: dict[str, float] = {}
         unjudged: list[tuple[str, int]] | None = None
         dims: list[float] | None = None  # made for the first signal above warn
+        hot: list[tuple[str, float]] = []
         scored = False
         for name, sent in sample.values.items():
             spec = specs.get(name)
@@ -538,8 +545,10 @@ class Scorer:
                 if value > warn:  # rare: most signals of most nodes are calm
                     if dims is None:
                         dims = [0.0] * len(self._dim_names)
+                    hot.append((name, value))
                     dims[dim] = max(dims[dim], _capped_sub_score(value, warn, critical, span, cap))
         node.values = smoothed
+        node.hot = hot or ()
         absent = sample.absent
         node.absent = [(n, why) for n, why in absent.items() if n in KNOWN_SIGNALS] if absent else ()
         node.unjudged = unjudged or ()
@@ -615,6 +624,7 @@ class Scorer:
             node.rank,
             node.score,
             node.values,
+            node.hot,
             node.unjudged,
             node.absent,
             node.changed_at,

@@ -199,7 +199,10 @@ def test_ewma_smooths_and_window_averages() -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     steps=st.lists(
-        st.tuples(st.floats(min_value=0, max_value=100), st.floats(min_value=0, max_value=3_600_000)),
+        st.tuples(
+            st.one_of(st.floats(min_value=0, max_value=100), st.sampled_from([20.00003, 49.99997, 50.00004])),
+            st.one_of(st.floats(min_value=0, max_value=3_600_000), st.sampled_from([5.00003, 19.99996])),
+        ),
         min_size=1,
         max_size=6,
     ),
@@ -223,7 +226,12 @@ def test_the_assessment_shows_the_smoothed_values_to_4_decimals_and_judges_them_
                 plain[name] = sum(windows[name]) / len(windows[name])
     item = assessment(scorer, "n", T0 + len(steps) - 1)
     assert item.signals == {name: round(value * 1e4) / 1e4 for name, value in plain.items()}
-    assert item.score == oracle.node_score(plain, scorer.rules), "judged on the values unrounded"
+    # judged and explained on the values unrounded
+    assert item.score == oracle.node_score(plain, scorer.rules)
+    dims = {name: score for name, score in oracle.dimension_scores(plain, scorer.rules).items() if score > 0}
+    assert {name: d.score for name, d in item.dimensions.items()} == dims
+    lines = [r for r in item.reasons if not r.startswith("level ")]  # the headline quotes the level, not values
+    assert lines == oracle.reason_lines(plain, scorer.rules)
 
 
 def test_hysteresis_needs_consecutive_assessments() -> None:
@@ -458,7 +466,7 @@ def test_staleness_unknown_then_forgotten(silence: float, stale: float, extra: f
 @given(st.fixed_dictionaries({n: st.floats(min_value=0, max_value=120) for n in scored_names}))
 def test_fast_reason_lines_are_the_oracles(given_values: dict[str, float]) -> None:
     r = rules()
-    assert _hot_reasons(given_values, _rule_texts(r)) == oracle.reason_lines(given_values, r)
+    assert _hot_reasons(given_values.items(), _rule_texts(r)) == oracle.reason_lines(given_values, r)
 
 
 lazy_values = st.one_of(st.none(), st.floats(min_value=0, max_value=120), st.sampled_from([0.0, 20.0, 50.0]))

@@ -188,6 +188,10 @@ def _builds_equal_from_scratch(ops: list[tuple[Any, ...]], *, lazy: bool) -> Non
                 budget = encoded_size(oracle.report_to_status(reference)) + int(budget)
             builder.budget = budget
             built = builder.build(report)
+            shown = [v for entry in built.status.nodes for v in (entry.signals or {}).values()]
+            assert all(math.isfinite(v) and v == round_to(v, 1e4) for v in shown), (
+                "4 decimals, as the scorer keeps them"
+            )
             if budget is None:
                 assert _dump(built.status) == _dump(oracle.report_to_status(reference))
                 assert (built.size, built.detail_dropped, built.nodes_dropped) == (0, 0, ())
