@@ -112,7 +112,8 @@ _PERCENTS = tuple(str(i) for i in range(101))
 
 
 def _whole(x: float) -> str:
-    """``f"{x:.0f}"``, from a table for 0 <= x <= 100 (sub-scores, dimension scores): both round half to even."""
+    """``f"{x:.0f}"``, from a table for 0 <= x <= 100 (sub-scores, dimension scores): both round half to even.
+    A negative zero, which the table also takes, prints as ``0``."""
     return _PERCENTS[int(x + ROUNDER - ROUNDER)] if 0.0 <= x <= 100.0 else f"{x:.0f}"
 
 
