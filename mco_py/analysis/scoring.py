@@ -49,6 +49,7 @@ from mco_py.model import (
     Report,
     Sample,
     format_time,
+    round_to,
 )
 
 #: Ordered levels; the index is the rank used by hysteresis.
@@ -538,9 +539,7 @@ class Scorer:
                 ewma[name] = value
             else:
                 value = _window_mean(node, name, sent, window)
-            # kept as the report shows it, round_to(value, 1e4) inlined (exact for checked samples:
-            # |value| <= MAX_VALUES); the judgement below uses the value unrounded
-            smoothed[name] = (value * 1e4 + ROUNDER - ROUNDER) / 1e4
+            smoothed[name] = round_to(value, 1e4)  # as the report shows it; the judgement below uses value
             if cap > 0:
                 scored = True
                 if value > warn:  # rare: most signals of most nodes are calm
