@@ -2,16 +2,15 @@
 
 POSIX delivers a process-directed signal to any thread that does not block it, gRPC's C
 threads included. CPython's C handler then only notes the signal; the Python handler runs
-when the main thread next executes bytecode. A main thread parked in an untimed
-``Event.wait()`` never does, so the daemon ignored SIGTERM until systemd killed it (seen:
-``mco collector`` under load, 30 s and more).
+when the main thread next executes bytecode, which a main thread parked in an untimed
+``Event.wait()`` never does: the daemon would ignore SIGTERM until systemd killed it.
 
 Nor may the Python handler set the stop event itself: it runs on the main thread between
 two bytecodes, possibly while that thread holds the event's own lock inside ``Event.wait``,
-and the lock is not reentrant (seen: a collector deadlocked on SIGTERM, its stack in
-``Event.set`` inside ``Event.wait``). So the C handler's wakeup fd carries the signal
-(:func:`signal.set_wakeup_fd` writes its number from whichever thread took it, at once) to a
-relay thread, which logs it and sets the event as any other thread would.
+and the lock is not reentrant, so the process would deadlock. So the C handler's wakeup fd
+carries the signal (:func:`signal.set_wakeup_fd` writes its number from whichever thread
+took it, at once) to a relay thread, which logs it and sets the event as any other thread
+would.
 """
 
 from __future__ import annotations
