@@ -1,4 +1,8 @@
-"""Scheduler extender policy: filter and score nodes from the interference report.
+"""Scheduler policy: filter and score nodes from the interference report.
+
+The scheduler plugins (``scheduler/policy``, Go) make the same decision; the two are held
+equal by the committed vectors in ``scheduler/policy/testdata/vectors.json`` (written by
+``python -m tests.analysis.policy_vectors``), which both test suites run.
 
 Pure: no I/O, no clock. Callers pass the report (or None), the current time,
 the settings, the pod's ``runtimeClassName`` and the node's name and labels.
@@ -12,9 +16,9 @@ the settings, the pod's ``runtimeClassName`` and the node's name and labels.
 - **Filter** (:func:`filter_node`): the Kata rule first (needs no report), then
   the hard constraints on the node's report ``signals``. Nodes that are Unknown
   or absent from the report, and signals that are absent, pass (no data → pass).
-- **Score** (:func:`volcano_score`, :func:`kube_score`): ``100 - score`` (lower
-  interference → higher score), scaled for Volcano (0-100 times weight) or
-  kube-scheduler (0..10 integers). Unknown or absent nodes, and every node in
+- **Score** (:func:`node_score`, scaled by :func:`volcano_score` and :func:`kube_score`):
+  ``100 - score`` (lower interference → higher score), scaled for Volcano (0-100 times weight)
+  or kube-scheduler's extender (0..10 integers). Unknown or absent nodes, and every node in
   basic mode, get the neutral ``unknown_score``. A pod that names the dimensions it
   is sensitive to (:class:`Sensitivity`, from the ``mco.many-core.io/sensitive-to``
   annotation) is scored by those dimensions instead of the node score:
@@ -49,7 +53,9 @@ class PolicySettings:
     hard_constraints: Mapping[str, float] = field(
         default_factory=lambda: {"psiMemoryFullAvg10": 0.0, "psiIoSomeAvg10": 20.0}
     )
-    """Report signal name → threshold; a node whose fresh value is above it is rejected."""
+    """Report signal name → threshold; a node whose fresh value is above it is rejected. Checked in
+    this order, which the config puts in :data:`~mco_py.model.SIGNAL_NAMES` order (as the Go plugin
+    checks them: the first one broken names the reason)."""
     fallback_when_outdated: bool = True
     """True: an outdated report switches to basic mode. False: keep using it (with a warning)."""
     kata_runtime_class_prefixes: tuple[str, ...] = ("kata",)
@@ -273,8 +279,10 @@ def pod_interference(item: NodeAssessment, sensitivity: Sensitivity) -> float:
     return worst
 
 
-def _raw_score(state: ReportState, node: str, settings: PolicySettings, sensitivity: Sensitivity | None) -> float:
-    """0-100, higher is better for the pod."""
+def node_score(
+    state: ReportState, node: str, settings: PolicySettings, sensitivity: Sensitivity | None = None
+) -> float:
+    """0-100, higher is better for the pod: what every scheduler's score is scaled from."""
     if state.report is None:
         return settings.unknown_score
     assessment = state.report.by_name.get(node)
@@ -288,10 +296,10 @@ def volcano_score(
     state: ReportState, node: str, settings: PolicySettings, sensitivity: Sensitivity | None = None
 ) -> float:
     """Score for Volcano: 0-100 times ``score_weight``, never negative, never NaN."""
-    value = _raw_score(state, node, settings, sensitivity) * settings.score_weight
+    value = node_score(state, node, settings, sensitivity) * settings.score_weight
     return value if math.isfinite(value) and value > 0.0 else 0.0
 
 
 def kube_score(state: ReportState, node: str, settings: PolicySettings, sensitivity: Sensitivity | None = None) -> int:
     """Score for kube-scheduler: an integer 0..10 (kube-scheduler applies its own weight)."""
-    return min(KUBE_MAX_SCORE, max(0, round(_raw_score(state, node, settings, sensitivity) / 10.0)))
+    return min(KUBE_MAX_SCORE, max(0, round(node_score(state, node, settings, sensitivity) / 10.0)))

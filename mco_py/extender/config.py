@@ -171,7 +171,7 @@ def _constraints(value: Any) -> dict[str, float]:
         if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not math.isfinite(threshold):
             raise ConfigError(f"hardConstraints.{key}: expected a number or null, got {threshold!r}")
         out[signal] = float(threshold)
-    return out
+    return {name: out[name] for name in SIGNAL_NAMES if name in out}  # checked in this order
 
 
 def config_from_mapping(doc: Mapping[str, Any], *, source: str = "config") -> ExtenderConfig:

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: MulanPSL-2.0
+
+// Package kube is mco-plugin for kube-scheduler: a framework plugin with PreFilter, Filter,
+// PreScore, Score and NormalizeScore, reading the NodeInterferenceReport through an informer
+// started when the plugin is built. Register it with NewSchedulerCommand(app.WithPlugin(Name,
+// New)) and enable it in a profile:
+//
+//	profiles:
+//	- schedulerName: mco-scheduler
+//	  plugins:
+//	    filter: {enabled: [{name: mco-plugin}]}
+//	    score: {enabled: [{name: mco-plugin, weight: 1}]}
+//	  pluginConfig:
+//	  - name: mco-plugin
+//	    args: {crName: cluster, crStatusTTLSeconds: 30, hardConstraints: {psiIoSomeAvg10Threshold: 20}}
+//
+// The arguments are the Volcano plugin's (package args); a bad one is logged and its default
+// used. A pod's cycle reads the report once, in PreFilter (PreScore for scoring).
+package kube
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"mco.many-core.io/scheduler/args"
+	"mco.many-core.io/scheduler/core"
+	"mco.many-core.io/scheduler/metrics"
+	"mco.many-core.io/scheduler/policy"
+)
+
+// Name is the plugin's name in the scheduler configuration.
+const Name = "mco-plugin"
+
+const (
+	filterKey fwk.StateKey = Name + "/filter"
+	scoreKey  fwk.StateKey = Name + "/score"
+)
+
+var (
+	sharedOnce sync.Once
+	shared     *core.Shared
+)
+
+// Shared is the process's state, made (and its metrics registered) on first use.
+func Shared() *core.Shared {
+	sharedOnce.Do(func() {
+		shared = core.New()
+		legacyregistry.RawMustRegister(shared.Metrics)
+	})
+	return shared
+}
+
+// Plugin is mco-plugin in one kube-scheduler profile.
+type Plugin struct {
+	shared *core.Shared
+	args   args.Args
+	source sourceLooker
+}
+
+type sourceLooker func(settings policy.Settings) core.View
+
+var (
+	_ framework.PreFilterPlugin = &Plugin{}
+	_ framework.FilterPlugin    = &Plugin{}
+	_ framework.PreScorePlugin  = &Plugin{}
+	_ framework.ScorePlugin     = &Plugin{}
+)
+
+// New builds the plugin of a profile: its arguments read (JSON or YAML, the Volcano plugin's
+// names), its report source started with the scheduler's own client configuration.
+func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	s := Shared()
+	raw := map[string]interface{}{}
+	if obj != nil {
+		if err := frameworkruntime.DecodeInto(obj, &raw); err != nil {
+			s.Metrics.Problem("argument", "arguments cannot be read ("+err.Error()+"); using the defaults")
+			raw = map[string]interface{}{}
+		}
+	}
+	parsed := s.Arguments(raw)
+	src := s.Source(h.KubeConfig(), parsed.CRName)
+	p := &Plugin{shared: s, args: parsed}
+	p.source = func(settings policy.Settings) core.View { return s.Look(src, settings, time.Now()) }
+	klog.InfoS("mco-plugin ready", "crName", parsed.CRName, "ttlSeconds", parsed.Settings.TTLSeconds)
+	return p, nil
+}
+
+// Name implements framework.Plugin.
+func (p *Plugin) Name() string { return Name }
+
+type filterState struct {
+	view         core.View
+	runtimeClass string
+}
+
+func (f *filterState) Clone() fwk.StateData { return f }
+
+type scoreState struct {
+	view        core.View
+	sensitivity *policy.Sensitivity
+}
+
+func (s *scoreState) Clone() fwk.StateData { return s }
+
+// PreFilter reads the report once for the pod's cycle; it skips Filter when nothing can reject a
+// node (no report in use or no hard constraint, and no Kata runtime class).
+func (p *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+	st := &filterState{view: p.source(p.args.Settings)}
+	if pod.Spec.RuntimeClassName != nil {
+		st.runtimeClass = *pod.Spec.RuntimeClassName
+	}
+	needsKata := policy.NeedsKata(st.runtimeClass, st.view.Settings)
+	if !needsKata && (st.view.State.BasicMode() || len(st.view.Settings.HardConstraints) == 0) {
+		rule := policy.RuleOK
+		if st.view.State.BasicMode() {
+			rule = policy.RuleFallback
+		}
+		p.shared.Metrics.Filters(metrics.KubeFilter, policy.Verdict{Passed: true, Rule: rule}, len(nodes))
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(filterKey, st)
+	return nil, nil
+}
+
+// PreFilterExtensions implements framework.PreFilterPlugin (no incremental updates).
+func (p *Plugin) PreFilterExtensions() framework.PreFilterExtensions { return nil }
+
+// Filter rejects a node under hard pressure, or without Kata for a Kata pod, as unresolvable
+// (preemption cannot lower interference).
+func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	st := p.filterState(state, pod)
+	node := nodeInfo.Node()
+	if node == nil {
+		return nil
+	}
+	verdict := policy.FilterNode(&st.view.State, node.Name, node.Labels, true, st.runtimeClass, st.view.Settings)
+	p.shared.Metrics.Filter(metrics.KubeFilter, verdict)
+	if verdict.Passed {
+		return nil
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, verdict.Reason)
+}
+
+func (p *Plugin) filterState(state fwk.CycleState, pod *v1.Pod) *filterState {
+	if data, err := state.Read(filterKey); err == nil {
+		if st, ok := data.(*filterState); ok {
+			return st
+		}
+	}
+	st := &filterState{view: p.source(p.args.Settings)}
+	if pod.Spec.RuntimeClassName != nil {
+		st.runtimeClass = *pod.Spec.RuntimeClassName
+	}
+	return st
+}
+
+// PreScore reads the pod's sensitive-to hint once; in basic mode it skips Score (every node the same).
+func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	st := p.scoreState(state, pod, len(nodes))
+	if st.view.State.BasicMode() {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(scoreKey, st)
+	return nil
+}
+
+func (p *Plugin) scoreState(state fwk.CycleState, pod *v1.Pod, nodes int) *scoreState {
+	if data, err := state.Read(scoreKey); err == nil {
+		if st, ok := data.(*scoreState); ok {
+			return st
+		}
+	}
+	st := &scoreState{view: p.source(p.args.Settings)}
+	text, present := pod.Annotations[policy.SensitiveToAnnotation]
+	var reason metrics.ScoreReason
+	st.sensitivity, reason = p.shared.Sensitivity(&st.view.State, text, present)
+	p.shared.Metrics.Score(metrics.KubePrioritize, reason, nodes)
+	return st
+}
+
+// Score is the node's 0-100 preference for the pod (higher: quieter).
+func (p *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	st := p.scoreState(state, pod, 1)
+	node := nodeInfo.Node()
+	if node == nil {
+		return 0, nil
+	}
+	return policy.FrameworkScore(&st.view.State, node.Name, st.view.Settings, st.sensitivity), nil
+}
+
+// ScoreExtensions implements framework.ScorePlugin.
+func (p *Plugin) ScoreExtensions() framework.ScoreExtensions { return p }
+
+// NormalizeScore keeps the scores on their absolute 0-100 scale, clamped into the framework's
+// range: stretching them to the best and worst candidate would let a difference of one point
+// between calm nodes outweigh every other plugin.
+func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores framework.NodeScoreList) *fwk.Status {
+	for i := range scores {
+		scores[i].Score = min(framework.MaxNodeScore, max(framework.MinNodeScore, scores[i].Score))
+	}
+	return nil
+}
