@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup test proto run stop report diagnostics clean collection
+.PHONY: help setup test proto run stop report diagnostics clean collection schedulers
 
 help:
 	@echo "make run    - set up, deploy MCO to this host (standalone) and show the report"
@@ -14,6 +14,7 @@ help:
 	@echo "make setup  - create .venv, install pinned packages and Ansible collections"
 	@echo "make proto  - regenerate the gRPC stubs from proto/"
 	@echo "make collection - build the Ansible collection manycore.mco into dist/"
+	@echo "make schedulers - build vc-scheduler and kube-scheduler with mco-plugin, and their image archives"
 
 setup:
 	@scripts/setup.sh
@@ -28,6 +29,11 @@ proto: setup
 # The Ansible collection manycore.mco (with the mco_py wheelhouse) for ansible-galaxy.
 collection: setup
 	@$(PY) scripts/build_collection.py
+
+# Volcano's vc-scheduler and kube-scheduler with mco-plugin (scheduler/), and an image archive of each;
+# cached in ~/.cache/mco/scheduler-bin/<key>/ (docs/scheduling.md).
+schedulers: setup
+	@$(PY) scripts/build_schedulers.py --print
 
 clean:
 	rm -rf $(VENV) dist collections/ansible_collections collections/.installed .pytest_cache .mypy_cache .ruff_cache

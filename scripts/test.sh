@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
-ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax pytest hostile run cluster molecule molecule-booted"
+ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax go pytest hostile run cluster molecule molecule-booted"
 export TIERS=${TIERS:-$ALL_TIERS}  # exported: tiers that are shell functions run in a child bash
 LANE2="molecule molecule-booted"  # about as long as the rest (warm, e951c0d: 19.9 min and 18.5 min)
 JOBS=${MCO_TEST_JOBS:-2}
@@ -73,6 +73,16 @@ stamp() {  # molecule's step lines (`scenario ➜ step: ...`) with the seconds s
   done
 }
 
+tier_go() {  # the scheduler plugins' module: format, vet, and the tests with the race detector
+  cd scheduler || return 1
+  export GOTOOLCHAIN=local GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false"
+  local unformatted
+  unformatted=$(gofmt -l .) || return 1
+  if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted (run gofmt -w scheduler)"; return 1; fi
+  go vet ./... || return 1
+  CGO_ENABLED=1 go test -race -count=1 ./...
+}
+
 tier_molecule() {  # booted|local: the scenarios on booted test nodes, or the others
   local rc=0 dir scenario kind
   for dir in molecule/*/; do
@@ -108,6 +118,8 @@ tier() {
     syntax)
       if [ -n "$(playbooks)" ]; then run_tier syntax 180 tier_syntax
       else skip_tier syntax "no playbooks yet"; fi ;;
+    # scheduler/ (Go): a cold race build of the Kubernetes and Volcano packages takes minutes, then cached
+    go) run_tier go 900 tier_go ;;
     pytest) run_tier pytest 1200 pytest -p no:cacheprovider --durations=20 -m "not cluster and not hostile and not run" ;;
     # Attacks on a running service, each with a memory, fd and log budget (docs/security.md).
     hostile) run_tier hostile 300 pytest -p no:cacheprovider -m hostile tests/hostile ;;
@@ -153,7 +165,10 @@ tier_build() {
     python -m testbed image > "$LOGS/build-image.log" 2>&1 &
     image=$!
   fi
-  if wants cluster molecule molecule-booted; then python -m tests.cluster.build || rc=1; fi
+  if wants cluster molecule molecule-booted; then
+    python -m tests.cluster.build || rc=1
+    python scripts/build_schedulers.py || rc=1  # MCO's vc-scheduler and kube-scheduler (cluster tier)
+  fi
   if [ -n "$image" ]; then
     wait "$image" || { echo "node image build FAILED:"; rc=1; }
     cat "$LOGS/build-image.log"

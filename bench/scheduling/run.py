@@ -1,12 +1,15 @@
-"""Scheduling cost of the MCO extender with the real schedulers (prints figures; not part of `make test`).
+"""Scheduling cost of MCO with the real schedulers (prints figures; not part of `make test`).
 
 Part 1, per cluster size (fake nodes, the real kube-apiserver/etcd of tests/cluster): the real
-vc-scheduler and kube-scheduler each place PODS pods without an extender, with `mco extender`
-(cluster mode, watching a NodeInterferenceReport that lists every node), for Volcano also with
-`mco extender` registered for scores only (no predicate verb), and with the Go extender (the
-same rules, decoding into k8s.io/api types): Volcano's own cost of calling an extender. Printed per run: pods
-bound per second (first creation to last binding) and the p50/p99 time from a pod's creation to
-its binding as a watch sees it, and the ratio with/without.
+vc-scheduler and kube-scheduler each place PODS pods without MCO (`none`: the upstream builds),
+with mco-plugin compiled in (`plugin`: MCO's builds of scripts/build_schedulers.py, the plugin
+enabled, reading a NodeInterferenceReport that lists every node, sharded as the analyzer writes
+it when it is large), with `mco extender` (`mco`, cluster mode, watching the same report), for
+Volcano also with `mco extender` registered for scores only (`mco-score-only`), and with the Go
+extender (`go`: the same rules, decoding into k8s.io/api types). Printed per run: pods bound per
+second (first creation to last binding), the p50/p99 time from a pod's creation to its binding as
+a watch sees it, the ratio with/without, and the scheduler's CPU seconds during the run and its
+resident memory (VmRSS) after it.
 
 Part 2: requests per CPU-second of `mco extender` against a small Go extender written on
 kube-scheduler's own types (bench/scheduling/goextender), both answering /kube/filter and
@@ -14,7 +17,7 @@ kube-scheduler's own types (bench/scheduling/goextender), both answering /kube/f
 
 Usage (after `make setup`; builds what it needs):
     .venv/bin/python bench/scheduling/run.py [--nodes 100,1000,5000] [--pods 100] [--duration 10]
-        [--variants none,mco,mco-score-only,go] [--skip-schedulers] [--skip-extenders] [--json FILE]
+        [--variants none,plugin,mco,mco-score-only,go] [--skip-schedulers] [--skip-extenders] [--json FILE]
 """
 
 from __future__ import annotations
@@ -39,13 +42,25 @@ from kubernetes import client, config, watch  # noqa: E402
 
 from bench.extender.run import _listening_port, cpu_seconds, wrk  # noqa: E402
 from mco_py.model import Level, NodeAssessment, Report  # noqa: E402
+from mco_py.report.builder import ReportBuilder  # noqa: E402
+from mco_py.report.shards import ShardPlanner  # noqa: E402
+from mco_py.report.size import DEFAULT_STATUS_BUDGET  # noqa: E402
 from mco_py.store.file import FileReportStore  # noqa: E402
 from mco_py.store.kube import KubeReportStore  # noqa: E402
+from scripts.build_schedulers import schedulers as mco_schedulers  # noqa: E402
 from tests.cluster.build import binaries, volcano_crds  # noqa: E402
-from tests.cluster.cluster import RealCluster, extender_config, free_port, volcano_conf  # noqa: E402
+from tests.cluster.cluster import (  # noqa: E402
+    DEFAULT_VOLCANO_CONF,
+    RealCluster,
+    extender_config,
+    free_port,
+    volcano_conf,
+)
 from tests.extender import bodies  # noqa: E402
 
-CRD = ROOT / "mco_py" / "data" / "crds" / "nodeinterferencereports.yaml"
+CRDS = ROOT / "mco_py" / "data" / "crds"
+#: mco-plugin's arguments here: the report never goes stale during a run.
+PLUGIN_ARGS = "    arguments: {crName: cluster, crStatusTTLSeconds: 3600}\n"
 GO_EXTENDER = Path(__file__).with_name("goextender")
 NAMESPACE = "bench"
 
@@ -156,8 +171,33 @@ def stop_component(cluster: RealCluster, name: str) -> None:
         cluster.processes.remove(process)
 
 
-VOLCANO_VARIANTS = ("none", "mco", "mco-score-only", "go")
-KUBE_VARIANTS = ("none", "mco", "go")
+VOLCANO_VARIANTS = ("none", "plugin", "mco", "mco-score-only", "go")
+KUBE_VARIANTS = ("none", "plugin", "mco", "go")
+#: kube-scheduler's default profile with mco-plugin enabled (weight 1, as docs/scheduling.md shows).
+KUBE_PLUGIN_CONFIG = {
+    "profiles": [
+        {
+            "schedulerName": "default-scheduler",
+            "plugins": {
+                "filter": {"enabled": [{"name": "mco-plugin"}]},
+                "score": {"enabled": [{"name": "mco-plugin"}]},
+            },
+            "pluginConfig": [{"name": "mco-plugin", "args": {"crName": "cluster", "crStatusTTLSeconds": 3600}}],
+        }
+    ]
+}
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of ``pid`` now, MiB (VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def scheduler_process(cluster: RealCluster, name: str) -> subprocess.Popen[bytes]:
+    return next(p.proc for p in cluster.processes if p.name == name)
 
 
 @contextmanager
@@ -180,26 +220,49 @@ def go_extender_process(nodes: int, workdir: Path) -> Iterator[str]:
         proc.wait(30)
 
 
+def volcano_variant(variant: str, url: str, go_url: str) -> str:
+    """vc-scheduler's configuration for ``variant``."""
+    if variant == "plugin":
+        return DEFAULT_VOLCANO_CONF + "  - name: mco-plugin\n" + PLUGIN_ARGS
+    if variant == "none":
+        return DEFAULT_VOLCANO_CONF
+    return volcano_conf(go_url if variant == "go" else url, predicate=variant != "mco-score-only")
+
+
 def schedulers(nodes: int, pods: int, workdir: Path, variants: set[str]) -> list[dict[str, Any]]:
-    """Each scheduler without an extender (``none``), with ``mco extender`` (``mco``; for Volcano also
-    ``mco-score-only``: no predicate verb) and with the Go extender (``go``)."""
+    """Each scheduler without MCO (``none``), with mco-plugin (``plugin``), with ``mco extender``
+    (``mco``; for Volcano also ``mco-score-only``: no predicate verb) and with the Go extender (``go``)."""
     bins = binaries()
+    mco_bins = mco_schedulers()["binaries"]
     cluster = RealCluster(workdir / f"cluster-{nodes}", bins, crds=volcano_crds(bins))
     rows: list[dict[str, Any]] = []
     t0 = time.monotonic()
     cluster.start(nodes=nodes, timeout=600)
     print(f"{nodes} nodes: cluster up in {time.monotonic() - t0:.0f}s", flush=True)
 
-    def record(scheduler: str, variant: str, result: dict[str, float], cpu: float) -> None:
-        rows.append({"nodes": nodes, "scheduler": scheduler, "extender": variant, **result, "extender_cpu_s": cpu})
+    def record(scheduler: str, variant: str, result: dict[str, float], extender_cpu: float, proc: Any) -> None:
+        rows.append({"nodes": nodes, "scheduler": scheduler, "extender": variant, **result,
+                     "extender_cpu_s": extender_cpu, "scheduler_rss_mib": rss_mib(proc.pid)})  # fmt: skip
         print(rows[-1], flush=True)
 
+    def run(scheduler: str, variant: str, pod_scheduler: str, ext_pid: int) -> None:
+        proc = scheduler_process(cluster, scheduler)
+        time.sleep(5)  # a started scheduler lists everything first; the plugin's informers too
+        cpu0, ext0 = sum(cpu_seconds(proc.pid)), sum(cpu_seconds(ext_pid))
+        result = place(core, pod_scheduler, pods)
+        result["scheduler_cpu_s"] = sum(cpu_seconds(proc.pid)) - cpu0
+        record(scheduler, variant, result, sum(cpu_seconds(ext_pid)) - ext0, proc)
+
     try:
-        cluster.kubectl("apply", "-f", str(CRD))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/nodeinterferencereports.mco.many-core.io")
+        for crd in sorted(CRDS.glob("*.yaml")):
+            cluster.kubectl("apply", "-f", str(crd))
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         cluster.kubectl("create", "namespace", NAMESPACE)
         api = config.new_client_from_config(str(cluster.admin_kubeconfig))
-        KubeReportStore(api).write(report_for(nodes))
+        built = ReportBuilder(DEFAULT_STATUS_BUDGET, shards=ShardPlanner(DEFAULT_STATUS_BUDGET)).build(
+            report_for(nodes)
+        )
+        KubeReportStore(api, request_timeout=60).publish(built)
         core = client.CoreV1Api(api)
         with (
             extender_process(cluster.admin_kubeconfig, cluster.workdir) as (ext, url),
@@ -207,20 +270,19 @@ def schedulers(nodes: int, pods: int, workdir: Path, variants: set[str]) -> list
         ):
             cluster.start_volcano(None)
             for variant in (v for v in VOLCANO_VARIANTS if v in variants):
-                if variant != "none":
-                    target = go_url if variant == "go" else url
-                    cluster.set_volcano_conf(volcano_conf(target, predicate=variant != "mco-score-only"))
-                    time.sleep(3)  # vc-scheduler reloads its file
-                cpu0 = sum(cpu_seconds(ext.pid))
-                result = place(core, "volcano", pods)
-                record("vc-scheduler", variant, result, sum(cpu_seconds(ext.pid)) - cpu0)
-            stop_component(cluster, "vc-scheduler")
+                cluster.bins = {**bins, **(mco_bins if variant == "plugin" else {})}
+                cluster.set_volcano_conf(volcano_variant(variant, url, go_url))
+                cluster.start_vc_scheduler(timeout=600)  # a fresh process each: CPU and memory its own
+                run("vc-scheduler", variant, "volcano", ext.pid)
+            cluster.stop_vc_scheduler()
             for variant in (v for v in KUBE_VARIANTS if v in variants):
+                cluster.bins = {**bins, **(mco_bins if variant == "plugin" else {})}
                 target = go_url if variant == "go" else url
-                cluster.start_kube_scheduler(extender_config(target) if variant != "none" else {})
-                cpu0 = sum(cpu_seconds(ext.pid))
-                result = place(core, "default-scheduler", pods)
-                record("kube-scheduler", variant, result, sum(cpu_seconds(ext.pid)) - cpu0)
+                if variant == "plugin":
+                    cluster.start_kube_scheduler(KUBE_PLUGIN_CONFIG)
+                else:
+                    cluster.start_kube_scheduler(extender_config(target) if variant != "none" else {})
+                run("kube-scheduler", variant, "default-scheduler", ext.pid)
                 stop_component(cluster, "kube-scheduler")
         api.close()
     finally:
@@ -296,7 +358,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=100)
     parser.add_argument("--duration", type=int, default=10, help="seconds of wrk per body (part 2)")
     parser.add_argument(
-        "--variants", default=",".join(VOLCANO_VARIANTS), help="of none, mco, mco-score-only (Volcano), go"
+        "--variants", default=",".join(VOLCANO_VARIANTS), help="of none, plugin, mco, mco-score-only (Volcano), go"
     )
     parser.add_argument("--skip-schedulers", action="store_true")
     parser.add_argument("--skip-extenders", action="store_true")
@@ -309,7 +371,8 @@ def main() -> int:
         for n in (int(x) for x in args.nodes.split(",")):
             rows += schedulers(n, args.pods, workdir, set(args.variants.split(",")))
         out["schedulers"] = rows
-        print("\nnodes  scheduler       extender        pods/s   p50 s   p99 s   p99 / none")
+        print("\nnodes  scheduler       variant         pods/s   p50 s   p99 s   p99 / none  pods/s / none", end="")
+        print("  CPU s  RSS MiB")
         for row in rows:
             base = next(
                 (
@@ -320,8 +383,10 @@ def main() -> int:
                 None,
             )
             ratio = row["p99_s"] / base["p99_s"] if base and base["p99_s"] else float("nan")
+            rate = row["pods_per_s"] / base["pods_per_s"] if base and base["pods_per_s"] else float("nan")
             print(f"{row['nodes']:>5}  {row['scheduler']:<14}  {row['extender']:<14}  {row['pods_per_s']:>6.1f}  "
-                  f"{row['p50_s']:>6.2f}  {row['p99_s']:>6.2f}  {ratio:.2f}")  # fmt: skip
+                  f"{row['p50_s']:>6.2f}  {row['p99_s']:>6.2f}  {ratio:>10.2f}  {rate:>13.2f}  "
+                  f"{row['scheduler_cpu_s']:>5.1f}  {row['scheduler_rss_mib']:>7.0f}")  # fmt: skip
     if not args.skip_extenders:
         out["extenders"] = extenders(args.duration, workdir)
         print("\nserver                            body                     req/s   req per CPU-s   p99 ms")

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -36,6 +37,7 @@ import (
 	"mco.many-core.io/scheduler/core"
 	"mco.many-core.io/scheduler/metrics"
 	"mco.many-core.io/scheduler/policy"
+	"mco.many-core.io/scheduler/source"
 )
 
 // Name is the plugin's name in the scheduler configuration.
@@ -64,16 +66,18 @@ func Shared() *core.Shared {
 type Plugin struct {
 	shared *core.Shared
 	args   args.Args
-	source sourceLooker
+	// src is the report source (nil: none could be made; basic mode).
+	src *source.Source
+	// look is the report as a cycle sees it, under the plugin's settings.
+	look func(settings policy.Settings) core.View
 }
 
-type sourceLooker func(settings policy.Settings) core.View
-
 var (
-	_ framework.PreFilterPlugin = &Plugin{}
-	_ framework.FilterPlugin    = &Plugin{}
-	_ framework.PreScorePlugin  = &Plugin{}
-	_ framework.ScorePlugin     = &Plugin{}
+	_ framework.EnqueueExtensions = &Plugin{}
+	_ framework.PreFilterPlugin   = &Plugin{}
+	_ framework.FilterPlugin      = &Plugin{}
+	_ framework.PreScorePlugin    = &Plugin{}
+	_ framework.ScorePlugin       = &Plugin{}
 )
 
 // New builds the plugin of a profile: its arguments read (JSON or YAML, the Volcano plugin's
@@ -89,8 +93,8 @@ func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.P
 	}
 	parsed := s.Arguments(raw)
 	src := s.Source(h.KubeConfig(), parsed.CRName)
-	p := &Plugin{shared: s, args: parsed}
-	p.source = func(settings policy.Settings) core.View { return s.Look(src, settings, time.Now()) }
+	p := &Plugin{shared: s, args: parsed, src: src}
+	p.look = func(settings policy.Settings) core.View { return s.Look(src, settings, time.Now()) }
 	klog.InfoS("mco-plugin ready", "crName", parsed.CRName, "ttlSeconds", parsed.Settings.TTLSeconds)
 	return p, nil
 }
@@ -112,10 +116,42 @@ type scoreState struct {
 
 func (s *scoreState) Clone() fwk.StateData { return s }
 
+// ReportEvent is the report objects' resource as kube-scheduler names cluster events of custom
+// resources (<plural>.<version>.<group>): it watches them to retry the pods this plugin rejected.
+const ReportEvent fwk.EventResource = "nodeinterferencereports.v1alpha1.mco.many-core.io"
+
+// EventsToRegister names what can make a node this plugin rejected acceptable: a new report (a node
+// got quieter, or the report went stale: basic mode), a new node, a node's labels (Kata). A pod
+// rejected here waits for one of these, not for kube-scheduler's periodic flush.
+func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: ReportEvent, ActionType: fwk.All}, QueueingHintFn: p.reportChanged},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}},
+	}, nil
+}
+
+// reportChanged retries a rejected pod when the report object changes. kube-scheduler hears of the
+// change from its own informer; the pod's next cycle must see it in the plugin's, so it waits
+// (briefly: both watch the same API server) until the plugin's source has it.
+func (p *Plugin) reportChanged(_ klog.Logger, _ *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
+	if p.src == nil {
+		return fwk.Queue, nil
+	}
+	version := ""
+	if obj, ok := newObj.(metav1.Object); ok {
+		if obj.GetName() != p.args.CRName {
+			return fwk.QueueSkip, nil // another report: not the one this plugin reads
+		}
+		version = obj.GetResourceVersion()
+	}
+	p.src.WaitFor(version, time.Second)
+	return fwk.Queue, nil
+}
+
 // PreFilter reads the report once for the pod's cycle; it skips Filter when nothing can reject a
 // node (no report in use or no hard constraint, and no Kata runtime class).
 func (p *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
-	st := &filterState{view: p.source(p.args.Settings)}
+	st := &filterState{view: p.look(p.args.Settings)}
 	if pod.Spec.RuntimeClassName != nil {
 		st.runtimeClass = *pod.Spec.RuntimeClassName
 	}
@@ -157,7 +193,7 @@ func (p *Plugin) filterState(state fwk.CycleState, pod *v1.Pod) *filterState {
 			return st
 		}
 	}
-	st := &filterState{view: p.source(p.args.Settings)}
+	st := &filterState{view: p.look(p.args.Settings)}
 	if pod.Spec.RuntimeClassName != nil {
 		st.runtimeClass = *pod.Spec.RuntimeClassName
 	}
@@ -180,7 +216,7 @@ func (p *Plugin) scoreState(state fwk.CycleState, pod *v1.Pod, nodes int) *score
 			return st
 		}
 	}
-	st := &scoreState{view: p.source(p.args.Settings)}
+	st := &scoreState{view: p.look(p.args.Settings)}
 	text, present := pod.Annotations[policy.SensitiveToAnnotation]
 	var reason metrics.ScoreReason
 	st.sensitivity, reason = p.shared.Sensitivity(&st.view.State, text, present)

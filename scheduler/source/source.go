@@ -40,6 +40,8 @@ type Snapshot struct {
 	Unreadable bool
 	// Synced: both informers finished their first list.
 	Synced bool
+	// Version is the resourceVersion of the report object it was made from ("": none).
+	Version string
 }
 
 // Source keeps the report named Name from two informers (the report object and its shards) and
@@ -152,7 +154,24 @@ func (s *Source) rebuild() {
 	}
 	next := s.decide(head, shards)
 	next.Synced = s.synced()
+	if head != nil {
+		next.Version = head.ResourceVersion
+	}
 	s.snap.Store(next)
+}
+
+// WaitFor waits up to timeout until the snapshot is made from the report object at resourceVersion
+// version ("": until there is no report object); false when it is not by then. For a caller that
+// heard of a new object from another informer and must not decide on the one before it.
+func (s *Source) WaitFor(version string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for s.snap.Load().Version != version {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }
 
 func (s *Source) decide(head *headObject, shards map[string]*report.Shard) *Snapshot {

@@ -1,6 +1,7 @@
 """Build the real control-plane binaries (etcd, Kubernetes, Volcano) from Go modules.
 
-Also copies Volcano's CRDs (``crds/`` beside the binaries, see :func:`volcano_crds`).
+Also copies Volcano's CRDs (``crds/`` beside the binaries, see :func:`volcano_crds`) and its installer
+manifest (:func:`volcano_installer`), from the Volcano module the binaries are built from.
 
 The programs and their versions are the ``tool`` directives of ``go.mod`` beside
 this file; ``go.mod``'s header says why it replaces what it does.
@@ -40,6 +41,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CRDS = "crds"  # Volcano's CRDs (config/crd/volcano/bases of the Volcano module), beside the binaries
 CRD_SOURCE = "config/crd/volcano/bases"
+#: Volcano's installer manifest (the module's installer/volcano-development.yaml), beside the binaries:
+#: what the volcano role installs, for the release the binaries are.
+INSTALLER = "volcano-development.yaml"
 
 # Output name -> main package (each is a `tool` in go.mod) and the module that
 # carries its version.
@@ -53,7 +57,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "vc-controller-manager": ("volcano.sh/volcano/cmd/controller-manager", "volcano.sh/volcano"),
 }
 
-__all__ = ["BuildError", "binaries", "cache_key", "default_cache_root", "volcano_crds"]
+__all__ = ["BuildError", "binaries", "cache_key", "default_cache_root", "volcano_crds", "volcano_installer"]
 
 
 def cache_key() -> str:
@@ -68,7 +72,7 @@ def _complete(out: Path) -> dict[str, Path] | None:
     paths = {name: out / name for name in TOOLS}
     if not all(p.is_file() and os.access(p, os.X_OK) for p in paths.values()):
         return None
-    if not any((out / CRDS).glob("*.yaml")):
+    if not any((out / CRDS).glob("*.yaml")) or not (out / INSTALLER).is_file():
         return None
     return paths
 
@@ -107,9 +111,11 @@ def _build(out: Path) -> dict[str, Any]:
 
 
 def _copy_crds(go: str, out: Path) -> list[str]:
-    """Copy Volcano's CRDs from the module cache to ``out/crds`` (the module was
-    downloaded by the build); returns the file names."""
-    src = Path(gobuild.modules(go, HERE, {"volcano.sh/volcano"})["volcano.sh/volcano"].get("Dir", ""), CRD_SOURCE)
+    """Copy Volcano's CRDs from the module cache to ``out/crds`` and its installer manifest to ``out``
+    (the module was downloaded by the build); returns the CRD file names."""
+    module = Path(gobuild.modules(go, HERE, {"volcano.sh/volcano"})["volcano.sh/volcano"].get("Dir", ""))
+    shutil.copyfile(module / "installer" / INSTALLER, out / INSTALLER)
+    src = module / CRD_SOURCE
     files = sorted(src.glob("*.yaml"))
     if not files:
         raise BuildError(f"no Volcano CRDs found in {src}")
@@ -125,6 +131,11 @@ def _copy_crds(go: str, out: Path) -> list[str]:
 def volcano_crds(bins: Mapping[str, Path]) -> Path:
     """Directory of the Volcano CRDs that go with the binaries returned by :func:`binaries`."""
     return bins["vc-scheduler"].parent / CRDS
+
+
+def volcano_installer(bins: Mapping[str, Path]) -> Path:
+    """Volcano's installer manifest (``installer/volcano-development.yaml``) of the release of :func:`binaries`."""
+    return bins["vc-scheduler"].parent / INSTALLER
 
 
 def binaries(*, cache_root: Path | None = None) -> dict[str, Path]:

@@ -369,29 +369,43 @@ class RealCluster:
         conf_dir.mkdir(exist_ok=True)
         self.volcano_conf_path = conf_dir / "volcano-scheduler.conf"
         self.volcano_conf_path.write_text(conf or DEFAULT_VOLCANO_CONF)
-        health, self.volcano_metrics_port = free_port(), free_port()
-        scheduler = self._spawn(
-            "vc-scheduler",
-            [
-                self.bins["vc-scheduler"],
-                f"--kubeconfig={self.admin_kubeconfig}",
-                f"--scheduler-conf={self.volcano_conf_path}",
-                "--leader-elect=false",
-                "--schedule-period=1s",
-                "--enable-healthz=true",
-                f"--healthz-address=127.0.0.1:{health}",
-                f"--listen-address=127.0.0.1:{self.volcano_metrics_port}",
-                "--logtostderr",
-                "-v=3",
-            ],
-        )
 
         def queue_open() -> bool:
             out = self.kubectl("get", "queues.scheduling.volcano.sh", "default", "-o", "json", check=False)
             return bool(out) and json.loads(out).get("status", {}).get("state") == "Open"
 
+        self.start_vc_scheduler(timeout=timeout)
         self._wait(controller, queue_open, timeout)
-        self._wait(scheduler, lambda: _http_ok(f"http://127.0.0.1:{health}/healthz"), timeout)
+
+    def start_vc_scheduler(self, *, kubeconfig: Path | None = None, timeout: float = 120.0) -> None:
+        """vc-scheduler (``bins["vc-scheduler"]``) with the configuration file of :meth:`start_volcano`,
+        its metrics on ``volcano_metrics_port``; ``kubeconfig``: its credentials (default the admin's).
+        A vc-scheduler already running is stopped first."""
+        self.stop_vc_scheduler()
+        health, self.volcano_metrics_port = free_port(), free_port()
+        self.vc_scheduler = self._spawn(
+            "vc-scheduler",
+            [
+                self.bins["vc-scheduler"],
+                f"--kubeconfig={kubeconfig or self.admin_kubeconfig}",
+                f"--scheduler-conf={self.volcano_conf_path}",
+                "--leader-elect=false",
+                "--schedule-period=1s",
+                "--enable-healthz=true",
+                f"--healthz-address=127.0.0.1:{health}",
+                "--enable-metrics=true",
+                f"--listen-address=127.0.0.1:{self.volcano_metrics_port}",
+                "--logtostderr",
+                "-v=3",
+            ],
+        )
+        self._wait(self.vc_scheduler, lambda: _http_ok(f"http://127.0.0.1:{health}/healthz"), timeout)
+
+    def stop_vc_scheduler(self) -> None:
+        process = getattr(self, "vc_scheduler", None)
+        if process is not None and process in self.processes:
+            process.stop()
+            self.processes.remove(process)
 
     def set_volcano_conf(self, conf: str) -> None:
         """Replace vc-scheduler's configuration file, as the kubelet does when its ConfigMap changes
@@ -411,7 +425,7 @@ class RealCluster:
         }
         path = self.workdir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(doc))
-        port = free_port()
+        port = self.kube_scheduler_port = free_port()
         process = self._spawn(
             "kube-scheduler",
             [
@@ -419,6 +433,7 @@ class RealCluster:
                 f"--config={path}",
                 f"--secure-port={port}",
                 "--bind-address=127.0.0.1",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",  # tests read /metrics
                 "-v=2",
             ],
         )
