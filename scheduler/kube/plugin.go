@@ -21,6 +21,7 @@ package kube
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -70,6 +71,8 @@ type Plugin struct {
 	src *source.Source
 	// look is the report as a cycle sees it, under the plugin's settings.
 	look func(settings policy.Settings) core.View
+	// waited is the report version a requeue hint last waited for.
+	waited atomic.Value
 }
 
 var (
@@ -131,8 +134,10 @@ func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, 
 }
 
 // reportChanged retries a rejected pod when the report object changes. kube-scheduler hears of the
-// change from its own informer; the pod's next cycle must see it in the plugin's, so it waits
-// (briefly: both watch the same API server) until the plugin's source has it.
+// change from its own informer; the pod's next cycle must see it in the plugin's, so the first pod
+// of an event waits (briefly: both watch the same API server) until the plugin's source has that
+// version or a later one. kube-scheduler runs hints holding its queue's lock, so the other pods of
+// the same event do not wait again, and the wait is capped.
 func (p *Plugin) reportChanged(_ klog.Logger, _ *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
 	if p.src == nil {
 		return fwk.Queue, nil
@@ -144,9 +149,15 @@ func (p *Plugin) reportChanged(_ klog.Logger, _ *v1.Pod, _, newObj interface{}) 
 		}
 		version = obj.GetResourceVersion()
 	}
-	p.src.WaitFor(version, time.Second)
+	if last, _ := p.waited.Load().(string); last != version || version == "" {
+		p.waited.Store(version)
+		p.src.WaitFor(version, hintWait)
+	}
 	return fwk.Queue, nil
 }
+
+// hintWait caps how long a requeue hint waits for the plugin's informer.
+const hintWait = 200 * time.Millisecond
 
 // PreFilter reads the report once for the pod's cycle; it skips Filter when nothing can reject a
 // node (no report in use or no hard constraint, and no Kata runtime class).

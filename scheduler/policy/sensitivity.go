@@ -54,7 +54,7 @@ func ParseSensitivity(text string) (*Sensitivity, error) {
 		}
 		weight := 1.0
 		if hasWeight {
-			v, ok := pyFloat(raw)
+			v, ok := ParseFloat(raw)
 			if !ok {
 				return nil, errors.New("weight of " + name + " is not a number: " + pyRepr(pyHead(raw, 20)))
 			}

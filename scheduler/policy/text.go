@@ -97,10 +97,10 @@ func hex(v uint32, width int) string {
 	return strings.Repeat("0", width-len(text)) + text
 }
 
-// pyFloat is Python's float() of a str: decimal literals with single underscores between digits,
+// ParseFloat is Python's float() of a str: decimal literals with single underscores between digits,
 // inf, infinity and nan (any case, signed), surrounding whitespace allowed; no hexadecimal. As
 // Python, it first reads non-ASCII spaces as ' ' and non-ASCII decimal digits as their digit.
-func pyFloat(text string) (float64, bool) {
+func ParseFloat(text string) (float64, bool) {
 	s := strings.Trim(asciiNumber(text), " \t\n\v\f\r")
 	body := strings.TrimLeft(s, "+-")
 	if len(s)-len(body) > 1 {

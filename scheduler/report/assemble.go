@@ -39,6 +39,9 @@ func (s *Sharded) Len() int { return s.size }
 // Gather puts index's generation together from shards (by object name): every node of it with its
 // changes laid over, or why that cannot be done yet (a shard missing, behind or unreadable).
 func Gather(index *Index, shards map[string]*Shard) (*Sharded, string) {
+	if index.ChangeProblem != "" {
+		return nil, index.ChangeProblem
+	}
 	mine := make([]*Shard, index.Count)
 	var bad []string
 	for _, s := range shards {

@@ -52,6 +52,9 @@ type Index struct {
 	Count      int
 	Versions   []int64
 	Changes    map[string]*policy.Node
+	// ChangeProblem says why a change line cannot be read: the state is then not served (a
+	// reader keeps the last whole one), as a generation not yet whole.
+	ChangeProblem string
 }
 
 // Shard is one NodeInterferenceReportShard as a reader holds it.
@@ -165,7 +168,10 @@ func decodeIndex(raw interface{}, p path) (*Index, error) {
 		}
 		node, err := ParseChange(name, line)
 		if err != nil {
-			return nil, err
+			if index.ChangeProblem == "" || err.Error() < index.ChangeProblem {
+				index.ChangeProblem = err.Error() // the same one whatever the map's order
+			}
+			continue
 		}
 		index.Changes[name] = node
 	}
@@ -186,8 +192,8 @@ func ParseChange(name string, raw interface{}) (*policy.Node, error) {
 	if !ok {
 		return nil, bad("unknown level " + parts[0])
 	}
-	score, err := strconv.ParseFloat(parts[1], 64)
-	if err != nil || !(score >= 0 && score <= 100) {
+	score, ok := policy.ParseFloat(parts[1])
+	if !ok || !(score >= 0 && score <= 100) {
 		return nil, bad("score must be 0-100")
 	}
 	return &policy.Node{Level: level, Score: score}, nil

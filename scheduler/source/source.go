@@ -7,6 +7,7 @@ package source
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,17 +162,28 @@ func (s *Source) rebuild() {
 }
 
 // WaitFor waits up to timeout until the snapshot is made from the report object at resourceVersion
-// version ("": until there is no report object); false when it is not by then. For a caller that
-// heard of a new object from another informer and must not decide on the one before it.
+// version or a later one ("": until there is no report object); false when it is not by then. For
+// a caller that heard of a new object from another informer and must not decide on the one before.
 func (s *Source) WaitFor(version string, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
-	for s.snap.Load().Version != version {
+	for !atOrAfter(s.snap.Load().Version, version) {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 	return true
+}
+
+// atOrAfter: have is version want or later. resourceVersions are opaque to clients, but an
+// etcd-backed API server's are increasing integers; when either is not one, only equality counts.
+func atOrAfter(have, want string) bool {
+	if have == want {
+		return true
+	}
+	h, errH := strconv.ParseUint(have, 10, 64)
+	w, errW := strconv.ParseUint(want, 10, 64)
+	return errH == nil && errW == nil && want != "" && h > w
 }
 
 func (s *Source) decide(head *headObject, shards map[string]*report.Shard) *Snapshot {
