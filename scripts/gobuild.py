@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 MARKER = ".complete.json"
+#: Sets kept in a cache root: a build removes the least recently built beyond these (each set of
+#: binaries is hundreds of MB; an edited tree makes a new one each time).
+KEEP_SETS = 3
 MIN_GO = (1, 24)
 TAIL_LINES = 40
 T = TypeVar("T")
@@ -202,7 +205,22 @@ def cached(out: Path, complete: Callable[[Path], T | None], build: Callable[[Pat
         tmp = out / f"{MARKER}.partial"
         tmp.write_text(json.dumps(marker, indent=2) + "\n")
         os.replace(tmp, out / MARKER)  # last: the set is complete
+        prune(out.parent, keep=out)
         done = complete(out)
         if done is None:
             raise BuildError(f"{out}: the build finished but its outputs are not all there")
         return done
+
+
+def prune(root: Path, *, keep: Path, sets: int = KEEP_SETS) -> None:
+    """Remove the complete sets in ``root`` built least recently, beyond ``sets`` (never ``keep``;
+    a set being built has no marker yet and is left alone)."""
+    built = sorted(
+        (d for d in root.iterdir() if d != keep and (d / MARKER).is_file()),
+        key=lambda d: (d / MARKER).stat().st_mtime,
+        reverse=True,
+    )
+    for old in built[max(0, sets - 1) :]:
+        with locked(root / f"{old.name}.lock"):
+            shutil.rmtree(old, ignore_errors=True)
+        (root / f"{old.name}.lock").unlink(missing_ok=True)

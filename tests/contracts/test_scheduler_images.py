@@ -8,10 +8,11 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
-from scripts import build_schedulers
+from scripts import build_schedulers, gobuild
 
 
 def _sha(data: bytes) -> str:
@@ -66,3 +67,21 @@ def test_the_cache_key_follows_the_go_sources_not_the_tests() -> None:
     assert "scheduler/go.sum" in inputs
     assert "mco_py/__init__.py" in inputs, "the version in the image tags"
     assert not [p for p in inputs if p.endswith("_test.go") or "/testdata/" in p]
+
+
+def test_a_build_keeps_the_newest_sets_only(tmp_path: Path) -> None:
+    def built(name: str, when: float) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        (d / gobuild.MARKER).write_text("{}")
+        os.utime(d / gobuild.MARKER, (when, when))
+        return d
+
+    old, older, newer, current = built("a", 100), built("b", 50), built("c", 300), built("d", 400)
+    building = tmp_path / "e"
+    building.mkdir()  # no marker: another process is building it
+    gobuild.prune(tmp_path, keep=current, sets=2)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["c", "d", "e"]
+    assert not old.exists()
+    assert not older.exists()
+    assert newer.exists()
