@@ -17,7 +17,8 @@ kube-scheduler's own types (bench/scheduling/goextender), both answering /kube/f
 
 Usage (after `make setup`; builds what it needs):
     .venv/bin/python bench/scheduling/run.py [--nodes 100,1000,5000] [--pods 100] [--duration 10]
-        [--variants none,plugin,mco,mco-score-only,go] [--skip-schedulers] [--skip-extenders] [--json FILE]
+        [--variants none,plugin,mco,mco-score-only,go] [--rounds 3] [--skip-schedulers] [--skip-extenders]
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -229,19 +231,22 @@ def volcano_variant(variant: str, url: str, go_url: str) -> str:
     return volcano_conf(go_url if variant == "go" else url, predicate=variant != "mco-score-only")
 
 
-def schedulers(nodes: int, pods: int, workdir: Path, variants: set[str]) -> list[dict[str, Any]]:
+def schedulers(nodes: int, pods: int, workdir: Path, variants: set[str], rounds: int = 1) -> list[dict[str, Any]]:
     """Each scheduler without MCO (``none``), with mco-plugin (``plugin``), with ``mco extender``
-    (``mco``; for Volcano also ``mco-score-only``: no predicate verb) and with the Go extender (``go``)."""
+    (``mco``; for Volcano also ``mco-score-only``: no predicate verb) and with the Go extender (``go``).
+    ``rounds`` runs them all that many times, in turn, each round in the other order: the cluster
+    keeps the Events of every pod placed, and a variant run later would otherwise pay for them."""
     bins = binaries()
     mco_bins = mco_schedulers()["binaries"]
     cluster = RealCluster(workdir / f"cluster-{nodes}", bins, crds=volcano_crds(bins))
     rows: list[dict[str, Any]] = []
+    current = 0
     t0 = time.monotonic()
     cluster.start(nodes=nodes, timeout=600)
     print(f"{nodes} nodes: cluster up in {time.monotonic() - t0:.0f}s", flush=True)
 
     def record(scheduler: str, variant: str, result: dict[str, float], extender_cpu: float, proc: Any) -> None:
-        rows.append({"nodes": nodes, "scheduler": scheduler, "extender": variant, **result,
+        rows.append({"nodes": nodes, "scheduler": scheduler, "extender": variant, "round": current, **result,
                      "extender_cpu_s": extender_cpu, "scheduler_rss_mib": rss_mib(proc.pid)})  # fmt: skip
         print(rows[-1], flush=True)
 
@@ -269,21 +274,25 @@ def schedulers(nodes: int, pods: int, workdir: Path, variants: set[str]) -> list
             go_extender_process(nodes, workdir) as go_url,
         ):
             cluster.start_volcano(None)
-            for variant in (v for v in VOLCANO_VARIANTS if v in variants):
-                cluster.bins = {**bins, **(mco_bins if variant == "plugin" else {})}
-                cluster.set_volcano_conf(volcano_variant(variant, url, go_url))
-                cluster.start_vc_scheduler(timeout=600)  # a fresh process each: CPU and memory its own
-                run("vc-scheduler", variant, "volcano", ext.pid)
+            for current in range(rounds):
+                order = [v for v in VOLCANO_VARIANTS if v in variants]
+                for variant in order if current % 2 == 0 else order[::-1]:
+                    cluster.bins = {**bins, **(mco_bins if variant == "plugin" else {})}
+                    cluster.set_volcano_conf(volcano_variant(variant, url, go_url))
+                    cluster.start_vc_scheduler(timeout=600)  # a fresh process each: CPU and memory its own
+                    run("vc-scheduler", variant, "volcano", ext.pid)
             cluster.stop_vc_scheduler()
-            for variant in (v for v in KUBE_VARIANTS if v in variants):
-                cluster.bins = {**bins, **(mco_bins if variant == "plugin" else {})}
-                target = go_url if variant == "go" else url
-                if variant == "plugin":
-                    cluster.start_kube_scheduler(KUBE_PLUGIN_CONFIG)
-                else:
-                    cluster.start_kube_scheduler(extender_config(target) if variant != "none" else {})
-                run("kube-scheduler", variant, "default-scheduler", ext.pid)
-                stop_component(cluster, "kube-scheduler")
+            for current in range(rounds):
+                order = [v for v in KUBE_VARIANTS if v in variants]
+                for variant in order if current % 2 == 0 else order[::-1]:
+                    cluster.bins = {**bins, **(mco_bins if variant == "plugin" else {})}
+                    target = go_url if variant == "go" else url
+                    if variant == "plugin":
+                        cluster.start_kube_scheduler(KUBE_PLUGIN_CONFIG)
+                    else:
+                        cluster.start_kube_scheduler(extender_config(target) if variant != "none" else {})
+                    run("kube-scheduler", variant, "default-scheduler", ext.pid)
+                    stop_component(cluster, "kube-scheduler")
         api.close()
     finally:
         cluster.stop()
@@ -352,6 +361,28 @@ def extenders(duration: int, workdir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (nodes, scheduler, variant): the median of each figure over the rounds, the spread of
+    p99 and pods/s, and the ratios of the medians to ``none``'s."""
+    groups: dict[tuple[int, str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["nodes"], row["scheduler"], row["extender"]), []).append(row)
+    out = []
+    for (nodes, scheduler, variant), group in groups.items():
+        med = {k: statistics.median(r[k] for r in group) for k in ("pods_per_s", "p50_s", "p99_s", "scheduler_cpu_s")}
+        out.append({"nodes": nodes, "scheduler": scheduler, "variant": variant, "rounds": len(group), **med,
+                    "scheduler_rss_mib": max(r["scheduler_rss_mib"] for r in group),
+                    "p99_s_min": min(r["p99_s"] for r in group), "p99_s_max": max(r["p99_s"] for r in group),
+                    "pods_per_s_min": min(r["pods_per_s"] for r in group),
+                    "pods_per_s_max": max(r["pods_per_s"] for r in group)})  # fmt: skip
+    for row in out:
+        key = (row["nodes"], row["scheduler"], "none")
+        base = next((b for b in out if (b["nodes"], b["scheduler"], b["variant"]) == key), None)
+        row["p99_ratio"] = row["p99_s"] / base["p99_s"] if base and base["p99_s"] else float("nan")
+        row["rate_ratio"] = row["pods_per_s"] / base["pods_per_s"] if base and base["pods_per_s"] else float("nan")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", default="100,1000,5000")
@@ -360,6 +391,7 @@ def main() -> int:
     parser.add_argument(
         "--variants", default=",".join(VOLCANO_VARIANTS), help="of none, plugin, mco, mco-score-only (Volcano), go"
     )
+    parser.add_argument("--rounds", type=int, default=3, help="runs of every variant, alternating the order")
     parser.add_argument("--skip-schedulers", action="store_true")
     parser.add_argument("--skip-extenders", action="store_true")
     parser.add_argument("--json", type=Path)
@@ -369,24 +401,18 @@ def main() -> int:
     if not args.skip_schedulers:
         rows = []
         for n in (int(x) for x in args.nodes.split(",")):
-            rows += schedulers(n, args.pods, workdir, set(args.variants.split(",")))
+            rows += schedulers(n, args.pods, workdir, set(args.variants.split(",")), args.rounds)
         out["schedulers"] = rows
-        print("\nnodes  scheduler       variant         pods/s   p50 s   p99 s   p99 / none  pods/s / none", end="")
-        print("  CPU s  RSS MiB")
-        for row in rows:
-            base = next(
-                (
-                    r
-                    for r in rows
-                    if (r["nodes"], r["scheduler"], r["extender"]) == (row["nodes"], row["scheduler"], "none")
-                ),
-                None,
-            )
-            ratio = row["p99_s"] / base["p99_s"] if base and base["p99_s"] else float("nan")
-            rate = row["pods_per_s"] / base["pods_per_s"] if base and base["pods_per_s"] else float("nan")
-            print(f"{row['nodes']:>5}  {row['scheduler']:<14}  {row['extender']:<14}  {row['pods_per_s']:>6.1f}  "
-                  f"{row['p50_s']:>6.2f}  {row['p99_s']:>6.2f}  {ratio:>10.2f}  {rate:>13.2f}  "
-                  f"{row['scheduler_cpu_s']:>5.1f}  {row['scheduler_rss_mib']:>7.0f}")  # fmt: skip
+        out["summary"] = summary(rows)
+        print(f"\nmedians over {args.rounds} round(s), alternating the order; [min-max] of p99 and pods/s")
+        print("nodes  scheduler       variant         pods/s          p50 s   p99 s             p99 / none", end="")
+        print("  pods/s / none  CPU s  RSS MiB")
+        for row in out["summary"]:
+            print(f"{row['nodes']:>5}  {row['scheduler']:<14}  {row['variant']:<14}  {row['pods_per_s']:>6.1f} "
+                  f"[{row['pods_per_s_min']:.0f}-{row['pods_per_s_max']:.0f}]  {row['p50_s']:>6.3f}  "
+                  f"{row['p99_s']:>6.3f} [{row['p99_s_min']:.3f}-{row['p99_s_max']:.3f}]  {row['p99_ratio']:>10.2f}  "
+                  f"{row['rate_ratio']:>13.2f}  {row['scheduler_cpu_s']:>5.2f}  "
+                  f"{row['scheduler_rss_mib']:>7.0f}")  # fmt: skip
     if not args.skip_extenders:
         out["extenders"] = extenders(args.duration, workdir)
         print("\nserver                            body                     req/s   req per CPU-s   p99 ms")
