@@ -1,19 +1,26 @@
 # Copyright: Many-Core Orchestrator authors
 # Mulan PSL v2 (see LICENSE)
-"""Minimal text edits of Volcano's ``volcano-scheduler.conf`` (our ``extender`` entry only).
+"""Minimal text edits of Volcano's ``volcano-scheduler.conf``: MCO's ``extender`` or ``mco-plugin`` entry only.
 
 Approach: the text is parsed with PyYAML's ``compose`` (node tree with line/column
-marks), which tells where each tier and plugin entry sits. Only the lines of the
-``extender`` entry are replaced, or new lines are inserted after the last plugin of
-the target tier; every other byte of the text is kept as it was (comments, quoting,
-ordering, blank lines). Flow-style plugin lists (``plugins: [...]``) have no lines
-to edit; for those the whole document is re-serialised (comments are lost) and the
-result says so.
+marks), which tells where each tier and plugin entry sits. Only the lines of our
+entry are replaced, or new lines are inserted after the last plugin of the target
+tier (the one with ``predicates``/``nodeorder``); every other byte of the text is kept
+as it was (comments, quoting, ordering, blank lines). Flow-style plugin lists
+(``plugins: [...]``) have no lines to edit; for those the whole document is
+re-serialised (comments are lost).
+
+An ``extender`` entry is ours when its ``extender.urlPrefix`` starts with our prefix
+(Volcano allows one extender, and it may be someone else's); an ``mco-plugin`` entry is
+ours by its name (the plugin compiled into MCO's vc-scheduler).
 
 Filters:
   volcano_extender_find(conf)            -> where the extender entry is and its arguments
   volcano_extender_set(conf, args, ours_prefix, replace_foreign=False) -> new conf text
   volcano_extender_remove(conf, ours_prefix) -> conf without our entry (a foreign one is kept)
+  volcano_plugin_find(conf, name='mco-plugin') -> where the plugin entry is and its arguments
+  volcano_plugin_set(conf, args, name='mco-plugin') -> new conf text
+  volcano_plugin_remove(conf, name='mco-plugin') -> conf without the plugin entry
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ except ImportError:  # pragma: no cover - only outside Ansible
     AnsibleFilterError = ValueError  # type: ignore[misc,assignment]
 
 TARGET_PLUGINS = ("predicates", "nodeorder")
+#: The name MCO's plugin registers in its vc-scheduler build (scheduler/volcano: ``Name``).
+PLUGIN = "mco-plugin"
 
 
 class VolcanoConfError(ValueError):
@@ -86,8 +95,8 @@ def _plugin_name(item: yaml.Node) -> str | None:
     return name.value if isinstance(name, yaml.ScalarNode) else None
 
 
-def find_extender(conf: str) -> dict[str, Any]:
-    """Where the ``extender`` entry is (tier/index) and its arguments; the target tier."""
+def _find(conf: str, name: str) -> dict[str, Any]:
+    """Where the entry called ``name`` is (tier/index) and its arguments; the target tier."""
     conf = _plain(conf)
     root = _compose(conf)
     tiers = _tiers(root)
@@ -98,19 +107,19 @@ def find_extender(conf: str) -> dict[str, Any]:
         if plugins is None:
             continue
         names = [_plugin_name(item) for item in plugins.value]
-        if target is None and any(name in TARGET_PLUGINS for name in names):
+        if target is None and any(n in TARGET_PLUGINS for n in names):
             target = tier_index
-        for plugin_index, name in enumerate(names):
-            if name == "extender":
+        for plugin_index, plugin_name in enumerate(names):
+            if plugin_name == name:
                 arguments = _scalar(_mapping_get(plugins.value[plugin_index], "arguments")) or {}
                 found.append({"tier": tier_index, "index": plugin_index, "arguments": arguments})
     if target is None:
         target = 1 if len(tiers) > 1 else 0
     if len(found) > 1:
         places = ", ".join(f"tier {f['tier']} entry {f['index']}" for f in found)
+        why = "Volcano allows one" if name == "extender" else "keep one"
         raise VolcanoConfError(
-            f"volcano-scheduler.conf has {len(found)} 'extender' entries ({places}); "
-            "Volcano allows one, remove the extras"
+            f"volcano-scheduler.conf has {len(found)} '{name}' entries ({places}); {why}, remove the extras"
         )
     entry = found[0] if found else None
     return {
@@ -118,22 +127,36 @@ def find_extender(conf: str) -> dict[str, Any]:
         "tier": entry["tier"] if entry else None,
         "index": entry["index"] if entry else None,
         "arguments": entry["arguments"] if entry else {},
-        "url_prefix": str(entry["arguments"].get("extender.urlPrefix", "")) if entry else "",
         "target_tier": target,
     }
 
 
+def find_extender(conf: str) -> dict[str, Any]:
+    """Where the ``extender`` entry is (tier/index) and its arguments; the target tier."""
+    find = _find(conf, "extender")
+    find["url_prefix"] = str(find["arguments"].get("extender.urlPrefix", "")) if find["found"] else ""
+    return find
+
+
+def find_plugin(conf: str, name: str = PLUGIN) -> dict[str, Any]:
+    """Where the plugin entry ``name`` is (tier/index) and its arguments; the target tier."""
+    return _find(conf, _plain(name))
+
+
 def _render_scalar(value: Any) -> str:
+    """One YAML value on one line (mappings and lists in flow style, keys in the given order)."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10_000).strip()
     return text.removesuffix("\n...").strip()
 
 
-def render_entry(arguments: dict[str, Any], dash_column: int, item_column: int) -> list[str]:
-    """Lines of the ``extender`` list item, dash at ``dash_column``."""
-    first = " " * dash_column + "-" + " " * (item_column - dash_column - 1) + "name: extender\n"
-    lines = [first, " " * item_column + "arguments:\n"]
+def render_entry(arguments: dict[str, Any], dash_column: int, item_column: int, name: str = "extender") -> list[str]:
+    """Lines of the plugin list item ``name``, dash at ``dash_column``; no ``arguments:`` when there are none."""
+    first = " " * dash_column + "-" + " " * (item_column - dash_column - 1) + f"name: {name}\n"
+    lines = [first]
+    if arguments:
+        lines.append(" " * item_column + "arguments:\n")
     for key, value in arguments.items():
         lines.append(" " * (item_column + 2) + f"{key}: {_render_scalar(value)}\n")
     return lines
@@ -172,12 +195,13 @@ def _block_layout(plugins: yaml.SequenceNode) -> bool:
     )
 
 
-def _redump(conf: str, find: dict[str, Any], arguments: dict[str, Any]) -> str:
+def _redump(conf: str, name: str, find: dict[str, Any], arguments: dict[str, Any]) -> str:
     data = yaml.safe_load(conf)
     tiers = data["tiers"]
     if find["found"]:
         del tiers[find["tier"]]["plugins"][find["index"]]
-    tiers[find["target_tier"]].setdefault("plugins", []).append({"name": "extender", "arguments": dict(arguments)})
+    entry: dict[str, Any] = {"name": name, "arguments": dict(arguments)} if arguments else {"name": name}
+    tiers[find["target_tier"]].setdefault("plugins", []).append(entry)
     return str(yaml.safe_dump(data, default_flow_style=False, sort_keys=False))
 
 
@@ -195,20 +219,23 @@ def _edit_lines(
     target: yaml.SequenceNode,
     old: yaml.SequenceNode | None,
     arguments: dict[str, Any],
+    *,
+    name: str,
 ) -> None:
     """Replace the entry in place, or insert after the target tier's last plugin (and drop the old one)."""
     if old is not None and find["tier"] == find["target_tier"]:
         first, last, dash, column = _item_lines(lines, target.value[find["index"]])
-        lines[first : last + 1] = render_entry(arguments, dash, column)
+        lines[first : last + 1] = render_entry(arguments, dash, column, name)
         return
     _, anchor_last, dash, column = _item_lines(lines, target.value[-1])
     edits: list[tuple[int, int, list[str]]] = [
-        (anchor_last + 1, anchor_last + 1, render_entry(arguments, dash, column))
+        (anchor_last + 1, anchor_last + 1, render_entry(arguments, dash, column, name))
     ]
     if old is not None:
         if len(old.value) == 1:
             raise VolcanoConfError(
-                f"the extender is the only plugin of tier {find['tier']}; move it to tier {find['target_tier']} by hand"
+                f"the {name} entry is the only plugin of tier {find['tier']}; "
+                f"move it to tier {find['target_tier']} by hand"
             )
         first, last, _, _ = _item_lines(lines, old.value[find["index"]])
         edits.append((first, last + 1, []))
@@ -217,35 +244,67 @@ def _edit_lines(
         lines[start:stop] = replacement
 
 
-def set_extender(conf: str, arguments: dict[str, Any], ours_prefix: str, replace_foreign: bool = False) -> str:
-    """Return ``conf`` with exactly one ``extender`` entry carrying ``arguments`` in the target tier.
-
-    An existing entry whose ``extender.urlPrefix`` does not start with ``ours_prefix`` is
-    foreign: raise unless ``replace_foreign``. Unchanged input is returned as the same object.
-    """
-    if not isinstance(conf, str):
-        raise VolcanoConfError(f"volcano-scheduler.conf must be text, got {type(conf).__name__}")
-    conf, arguments, ours_prefix = _plain(conf), _plain(arguments), _plain(ours_prefix)
-    find = find_extender(conf)
-    _check_foreign(find, ours_prefix, replace_foreign)
+def _set_entry(conf: str, name: str, find: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """``conf`` with exactly one entry ``name`` carrying ``arguments`` in the target tier."""
     if find["found"] and find["tier"] == find["target_tier"] and find["arguments"] == dict(arguments):
         return conf
     tiers = _tiers(_compose(conf))
     target = _plugins(tiers[find["target_tier"]])
     old = _plugins(tiers[find["tier"]]) if find["found"] else None
     if target is None or not target.value or not _block_layout(target) or (old is not None and not _block_layout(old)):
-        return _redump(conf, find, arguments)
+        return _redump(conf, name, find, arguments)
     had_newline = conf.endswith("\n")
     lines = (conf if had_newline else conf + "\n").splitlines(keepends=True)
-    _edit_lines(lines, find, target, old, arguments)
+    _edit_lines(lines, find, target, old, arguments, name=name)
     result = "".join(lines)
     if not had_newline:
         result = result[:-1]
     # Safety net: the edit must parse and carry exactly our arguments in the target tier.
-    check = find_extender(result)
+    check = _find(result, name)
     if check["arguments"] != dict(arguments) or check["tier"] != check["target_tier"]:
-        raise VolcanoConfError("internal error: the edited volcano-scheduler.conf lost the extender entry")
+        raise VolcanoConfError(f"internal error: the edited volcano-scheduler.conf lost the {name} entry")
     return result
+
+
+def _remove_entry(conf: str, name: str, find: dict[str, Any]) -> str:
+    """``conf`` without the entry ``find`` located: only its lines go, every other byte stays."""
+    plugins = _plugins(_tiers(_compose(conf))[find["tier"]])
+    if plugins is None or not _block_layout(plugins):
+        data = yaml.safe_load(conf)
+        del data["tiers"][find["tier"]]["plugins"][find["index"]]
+        return str(yaml.safe_dump(data, default_flow_style=False, sort_keys=False))
+    if len(plugins.value) == 1:
+        raise VolcanoConfError(f"the {name} entry is the only plugin of tier {find['tier']}; remove that tier by hand")
+    had_newline = conf.endswith("\n")
+    lines = (conf if had_newline else conf + "\n").splitlines(keepends=True)
+    first, last, _, _ = _item_lines(lines, plugins.value[find["index"]])
+    del lines[first : last + 1]
+    result = "".join(lines)
+    if not had_newline:
+        result = result[:-1]
+    if _find(result, name)["found"]:
+        raise VolcanoConfError(f"internal error: the {name} entry is still in the edited volcano-scheduler.conf")
+    return result
+
+
+def _text(conf: Any) -> str:
+    if not isinstance(conf, str):
+        raise VolcanoConfError(f"volcano-scheduler.conf must be text, got {type(conf).__name__}")
+    return str(_plain(conf))
+
+
+def set_extender(conf: str, arguments: dict[str, Any], ours_prefix: str, replace_foreign: bool = False) -> str:
+    """Return ``conf`` with exactly one ``extender`` entry carrying ``arguments`` in the target tier.
+
+    An existing entry whose ``extender.urlPrefix`` does not start with ``ours_prefix`` is
+    foreign: raise unless ``replace_foreign``. Unchanged input is returned as the same object.
+    """
+    original = conf
+    conf, arguments, ours_prefix = _text(conf), _plain(arguments), _plain(ours_prefix)
+    find = find_extender(conf)
+    _check_foreign(find, ours_prefix, replace_foreign)
+    result = _set_entry(conf, "extender", find, arguments)
+    return original if result == conf else result
 
 
 def remove_extender(conf: str, ours_prefix: str) -> str:
@@ -255,29 +314,35 @@ def remove_extender(conf: str, ours_prefix: str) -> str:
     ``conf`` is returned as the same object. So ``remove_extender(set_extender(c, ...), ...)``
     gives back ``c`` for a block-style ``c`` that had no extender.
     """
-    if not isinstance(conf, str):
-        raise VolcanoConfError(f"volcano-scheduler.conf must be text, got {type(conf).__name__}")
-    conf, ours_prefix = _plain(conf), _plain(ours_prefix)
+    original = conf
+    conf, ours_prefix = _text(conf), _plain(ours_prefix)
     find = find_extender(conf)
     if not find["found"] or not find["url_prefix"].startswith(ours_prefix):
-        return conf
-    plugins = _plugins(_tiers(_compose(conf))[find["tier"]])
-    if plugins is None or not _block_layout(plugins):
-        data = yaml.safe_load(conf)
-        del data["tiers"][find["tier"]]["plugins"][find["index"]]
-        return str(yaml.safe_dump(data, default_flow_style=False, sort_keys=False))
-    if len(plugins.value) == 1:
-        raise VolcanoConfError(f"the extender is the only plugin of tier {find['tier']}; remove that tier by hand")
-    had_newline = conf.endswith("\n")
-    lines = (conf if had_newline else conf + "\n").splitlines(keepends=True)
-    first, last, _, _ = _item_lines(lines, plugins.value[find["index"]])
-    del lines[first : last + 1]
-    result = "".join(lines)
-    if not had_newline:
-        result = result[:-1]
-    if find_extender(result)["found"]:
-        raise VolcanoConfError("internal error: the extender entry is still in the edited volcano-scheduler.conf")
-    return result
+        return original
+    return _remove_entry(conf, "extender", find)
+
+
+def set_plugin(conf: str, arguments: dict[str, Any], name: str = PLUGIN) -> str:
+    """Return ``conf`` with exactly one entry ``name`` (MCO's ``mco-plugin``) carrying ``arguments``
+    (none: an entry without ``arguments:``, the plugin's defaults) in the target tier. An entry
+    elsewhere moves there. Unchanged input is returned as the same object."""
+    original = conf
+    conf, arguments, name = _text(conf), _plain(arguments or {}), _plain(name)
+    if not isinstance(arguments, dict):
+        raise VolcanoConfError(f"the {name} arguments must be a mapping, got {type(arguments).__name__}")
+    result = _set_entry(conf, name, _find(conf, name), arguments)
+    return original if result == conf else result
+
+
+def remove_plugin(conf: str, name: str = PLUGIN) -> str:
+    """Return ``conf`` without the entry ``name``: only its lines go, every other byte stays.
+    No entry: ``conf`` is returned as the same object."""
+    original = conf
+    conf, name = _text(conf), _plain(name)
+    find = _find(conf, name)
+    if not find["found"]:
+        return original
+    return _remove_entry(conf, name, find)
 
 
 def _wrap(func: Any) -> Any:
@@ -291,11 +356,14 @@ def _wrap(func: Any) -> Any:
 
 
 class FilterModule:
-    """volcano_extender_find / volcano_extender_set / volcano_extender_remove."""
+    """volcano_extender_find/_set/_remove and volcano_plugin_find/_set/_remove."""
 
     def filters(self) -> dict[str, Any]:
         return {
             "volcano_extender_find": _wrap(find_extender),
             "volcano_extender_set": _wrap(set_extender),
             "volcano_extender_remove": _wrap(remove_extender),
+            "volcano_plugin_find": _wrap(find_plugin),
+            "volcano_plugin_set": _wrap(set_plugin),
+            "volcano_plugin_remove": _wrap(remove_plugin),
         }

@@ -85,3 +85,11 @@ def test_a_build_keeps_the_newest_sets_only(tmp_path: Path) -> None:
     assert not old.exists()
     assert not older.exists()
     assert newer.exists()
+
+
+def test_the_volcano_role_names_the_image_the_build_makes() -> None:
+    import yaml
+
+    defaults = yaml.safe_load((build_schedulers.ROOT / "roles/volcano/defaults/main.yml").read_text())
+    version = build_schedulers.mco_version()
+    assert defaults["volcano_plugin_image"] == f"{build_schedulers.REGISTRY}/vc-scheduler:v1.14.1-mco{version}"

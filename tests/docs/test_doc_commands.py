@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GUIDE, RUNBOOKS, OPERATIONS = "docs/user-guide.md", "docs/runbooks.md", "docs/operations.md"
 MOLECULE = "molecule/mco-cluster/verify.yml"
 RUN = "tests/run/test_make_run.py"
+PLUGIN_ROLE = "tests/cluster_tests/test_volcano_plugin_role.py"
 
 
 class Runner(NamedTuple):
@@ -55,6 +56,9 @@ RUNNERS = (
     # `make collection`, as the user guide says, builds the tarball the collection tests install
     Runner(GUIDE, "Install on a cluster", r"^make collection$", "tests/contracts/test_collection.py"),
     Runner(OPERATIONS, "Alerts", r"^promtool ", "tests/monitoring/test_alerts.py"),
+    # an existing Volcano switched to mco-plugin and back, on the real API server
+    Runner(RUNBOOKS, "Volcano: mco-plugin or the extender", r"ansible-playbook", PLUGIN_ROLE),
+    Runner(RUNBOOKS, "Volcano: mco-plugin or the extender", r"^kubectl ", PLUGIN_ROLE),
     # booted nodes and the real API server (molecule mco-cluster)
     Runner(GUIDE, "What you get", r"^kubectl ", MOLECULE),
     Runner(GUIDE, "Try it on one machine (standalone)", r"^systemctl ", MOLECULE),

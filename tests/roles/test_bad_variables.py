@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.build_schedulers import write_image
 from tests.roles.helpers import BIN, run
 
 INVENTORY = """\
@@ -69,6 +70,56 @@ CASES = [
         {"mco_volcano_enabled": True, "mco_kubeconfig": "KUBECONFIG", "volcano_version": "v1.10.0"},
         "the role knows no checksum for volcano_version=v1.10.0",
     ),
+    (
+        "volcano.yml",
+        {"mco_scheduler_integration": "both"},
+        "mco_scheduler_integration must be one of: auto, plugin, extender",
+    ),
+    (
+        "volcano.yml",
+        {
+            "mco_volcano_enabled": True,
+            "mco_kubeconfig": "KUBECONFIG",
+            "volcano_version": "v1.9.0",
+            "mco_scheduler_integration": "plugin",
+        },
+        "needs Volcano v1.14.x",
+    ),
+    (
+        "volcano.yml",
+        # installs v1.14.1: auto is plugin, and the scheduler's image is to be replaced
+        {"mco_volcano_enabled": True, "mco_kubeconfig": "KUBECONFIG", "mco_manage_scheduler_config": True},
+        "no registry serves it. Set volcano_plugin_image_archive",
+    ),
+    (
+        "volcano.yml",
+        {
+            "mco_volcano_enabled": True,
+            "mco_kubeconfig": "KUBECONFIG",
+            "volcano_plugin_image_archive": "/nonexistent.tar",
+        },
+        "/nonexistent.tar cannot be read as an OCI image archive",
+    ),
+    (
+        "volcano.yml",
+        {
+            "mco_volcano_enabled": True,
+            "mco_kubeconfig": "KUBECONFIG",
+            "volcano_plugin_image_archive": "ARCHIVE",
+            "volcano_plugin_image": "registry.example/mco/vc-scheduler:v1",
+        },
+        "not volcano_plugin_image=registry.example/mco/vc-scheduler:v1 for linux/amd64",
+    ),
+    (
+        "volcano.yml",
+        {
+            "mco_volcano_enabled": True,
+            "mco_kubeconfig": "KUBECONFIG",
+            "volcano_plugin_image_archive": "ARCHIVE",
+            "volcano_plugin_image_group": "nowhere",
+        },
+        "group volcano_plugin_image_group=nowhere has no hosts",
+    ),
 ]
 
 
@@ -81,7 +132,12 @@ def test_bad_input_is_rejected_naming_the_variable(
     inventory.write_text(INVENTORY)
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
-    extra = {k: (str(kubeconfig) if v == "KUBECONFIG" else v) for k, v in extra.items()}
+    binary = tmp_path / "vc-scheduler"
+    binary.write_bytes(b"#!/bin/true\n")
+    archive = tmp_path / "vc-scheduler.image.tar"
+    write_image(binary, archive, "mco.many-core.io/vc-scheduler:v1.14.1-mco0.1.0")  # as build_schedulers.py does
+    placeholders = {"KUBECONFIG": str(kubeconfig), "ARCHIVE": str(archive)}
+    extra = {k: placeholders.get(v, v) if isinstance(v, str) else v for k, v in extra.items()}
     proc = run([str(BIN / "ansible-playbook"), "-i", str(inventory), f"playbooks/{playbook}", "-e", json.dumps(extra)])
     output = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode != 0, output[-2000:]

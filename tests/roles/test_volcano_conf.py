@@ -231,3 +231,132 @@ def test_remove_refuses_to_leave_a_tier_without_plugins() -> None:
     conf = f"tiers:\n- plugins:\n  - name: extender\n    arguments:\n      extender.urlPrefix: {PREFIX}v1.9\n"
     with pytest.raises(conf_mod.VolcanoConfError, match="only plugin of tier 0"):
         conf_mod.remove_extender(conf, PREFIX)
+
+
+# -- mco-plugin: the entry of MCO's vc-scheduler build (plugin mode) ----------------------------------
+
+PLUGIN_ARGS: dict[str, Any] = {
+    "crName": "cluster",
+    "crStatusTTLSeconds": 30,
+    "fallbackWhenCROutdated": True,
+    "hardConstraints": {"psiMemoryFullAvg10": 0.0, "psiIoSomeAvg10Threshold": 20.0},
+}
+PLUGIN_LINES = (
+    "  - name: mco-plugin\n"
+    "    arguments:\n"
+    "      crName: cluster\n"
+    "      crStatusTTLSeconds: 30\n"
+    "      fallbackWhenCROutdated: true\n"
+    "      hardConstraints: {psiMemoryFullAvg10: 0.0, psiIoSomeAvg10Threshold: 20.0}\n"
+)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_plugin_entry_goes_last_into_the_predicates_tier_as_the_design_writes_it(version: str) -> None:
+    conf = _fixture_conf(version)
+    out = conf_mod.set_plugin(conf, PLUGIN_ARGS)
+    assert out == conf + PLUGIN_LINES  # the stock conf ends with the second tier: every byte kept, entry appended
+    assert _plugins(out, 1)[-1] == {"name": "mco-plugin", "arguments": PLUGIN_ARGS}
+    assert conf_mod.find_plugin(out) == {
+        "found": True,
+        "tier": 1,
+        "index": len(_plugins(conf, 1)),
+        "arguments": PLUGIN_ARGS,
+        "target_tier": 1,
+    }
+    assert conf_mod.set_plugin(out, PLUGIN_ARGS) is out  # second run: identity
+    assert conf_mod.remove_plugin(out) == conf  # uninstall: byte for byte
+    assert conf_mod.remove_plugin(conf) is conf  # nothing of ours: untouched
+
+
+def test_plugin_update_changes_only_the_lines_of_changed_arguments() -> None:
+    conf = _fixture_conf("v1.12.4")
+    once = conf_mod.set_plugin(conf, PLUGIN_ARGS)
+    updated = conf_mod.set_plugin(once, {**PLUGIN_ARGS, "crStatusTTLSeconds": 20.0, "scoreWeight": 2.0})
+    assert updated.startswith(conf)
+    assert updated.removeprefix(conf).splitlines()[3:] == [
+        "      crStatusTTLSeconds: 20.0",
+        "      fallbackWhenCROutdated: true",
+        "      hardConstraints: {psiMemoryFullAvg10: 0.0, psiIoSomeAvg10Threshold: 20.0}",
+        "      scoreWeight: 2.0",
+    ]
+
+
+def test_plugin_without_arguments_is_one_line_and_nulls_and_lists_stay_yaml() -> None:
+    conf = "tiers:\n- plugins:\n  - name: priority\n- plugins:\n  - name: predicates\n"
+    bare = conf_mod.set_plugin(conf, {})
+    assert bare == conf + "  - name: mco-plugin\n"
+    assert conf_mod.find_plugin(bare)["arguments"] == {}
+    args = {"hardConstraints": {"psiMemoryFullAvg10": None}, "kataRuntimeClassPrefixes": ["kata", "kata-fc"]}
+    out = conf_mod.set_plugin(bare, args)
+    assert out.endswith(
+        "  - name: mco-plugin\n    arguments:\n      hardConstraints: {psiMemoryFullAvg10: null}\n"
+        "      kataRuntimeClassPrefixes: [kata, kata-fc]\n"
+    )
+    assert conf_mod.find_plugin(out)["arguments"] == args
+
+
+def test_switching_between_extender_and_plugin_keeps_every_other_byte() -> None:
+    conf = _fixture_conf("v1.12.4")
+    extender = conf_mod.set_extender(conf, _args("v1.10"), PREFIX)
+    plugin = conf_mod.remove_extender(conf_mod.set_plugin(extender, PLUGIN_ARGS), PREFIX)
+    assert plugin == conf + PLUGIN_LINES
+    back = conf_mod.remove_plugin(conf_mod.set_extender(plugin, _args("v1.10"), PREFIX))
+    assert back == extender
+
+
+def test_plugin_entry_in_the_wrong_tier_moves_and_a_foreign_extender_stays() -> None:
+    conf = (
+        "tiers:\n- plugins:\n  - name: gang\n  - name: mco-plugin\n    arguments: {crName: old}\n"
+        "- plugins:\n  - name: predicates\n  - name: extender\n    arguments:\n      extender.urlPrefix: http://other:8888\n"
+    )
+    out = conf_mod.set_plugin(conf, PLUGIN_ARGS)
+    assert _plugins(out, 0) == [{"name": "gang"}]
+    assert [p["name"] for p in _plugins(out, 1)] == ["predicates", "extender", "mco-plugin"]
+    assert conf_mod.remove_extender(out, PREFIX) is out  # not ours: kept
+
+
+@pytest.mark.parametrize(
+    ("conf", "args", "message"),
+    [
+        ("tiers:\n- plugins:\n  - name: mco-plugin\n  - name: mco-plugin\n", {}, "2 'mco-plugin' entries"),
+        ("tiers:\n- plugins:\n  - name: predicates\n", ["crName"], "must be a mapping"),
+        ("tiers: {}\n", {}, "no 'tiers' list"),
+    ],
+)
+def test_bad_conf_or_arguments_for_the_plugin_give_a_clear_error(conf: str, args: Any, message: str) -> None:
+    with pytest.raises(conf_mod.VolcanoConfError, match=message):
+        conf_mod.set_plugin(conf, args)
+
+
+def test_plugin_in_flow_style_plugins_falls_back_to_a_full_dump() -> None:
+    conf = "tiers:\n- plugins: [{name: a}]\n- plugins: [{name: predicates}, {name: mco-plugin}]\n"
+    out = conf_mod.set_plugin(conf, PLUGIN_ARGS)
+    assert _plugins(out, 1) == [{"name": "predicates"}, {"name": "mco-plugin", "arguments": PLUGIN_ARGS}]
+    assert _plugins(conf_mod.remove_plugin(out), 1) == [{"name": "predicates"}]
+
+
+def test_the_role_filters_are_registered() -> None:
+    filters = conf_mod.FilterModule().filters()
+    assert filters["volcano_plugin_set"]("tiers:\n- plugins:\n  - name: predicates\n", {}).endswith("mco-plugin\n")
+    with pytest.raises(conf_mod.AnsibleFilterError, match="2 'mco-plugin' entries"):
+        filters["volcano_plugin_find"]("tiers:\n- plugins:\n  - name: mco-plugin\n  - name: mco-plugin\n")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tiers=st.lists(st.lists(names, min_size=1, max_size=5), min_size=1, max_size=3),
+    indent=st.sampled_from(["  ", "    "]),
+    ttl=st.integers(min_value=1, max_value=600),
+)
+def test_generated_confs_take_the_plugin_and_give_it_back(tiers: list[list[str]], indent: str, ttl: int) -> None:
+    conf = "tiers:\n" + "".join(
+        "- plugins:\n" + "".join(f"{indent}- name: {n}\n" for n in tier) + "  # tier end\n" for tier in tiers
+    )
+    args = {**PLUGIN_ARGS, "crStatusTTLSeconds": ttl}
+    out = conf_mod.set_plugin(conf, args)
+    found = conf_mod.find_plugin(out)
+    assert found["arguments"] == args
+    assert found["tier"] == conf_mod.find_plugin(conf)["target_tier"]
+    assert conf_mod.set_plugin(out, args) is out
+    assert conf_mod.remove_plugin(out) == conf
