@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 from mco_py.doctor.checks import Check, Verdict
-from mco_py.errors import ReportError
+from mco_py.errors import ConfigError, ReportError
 from mco_py.extender.app import volcano_format
+from mco_py.extender.config import config_from_mapping
 from mco_py.model import GROUP, PLURAL, Level, NodeAssessment
 from mco_py.report.assemble import gather, index_of, shard_of
 from mco_py.report.document import ShardIndex, Status, decode, report_of
@@ -32,6 +33,8 @@ VOLCANO_NAMESPACE = "volcano-system"
 VOLCANO_CONFIGMAP = "volcano-scheduler-configmap"
 VOLCANO_CONF_KEY = "volcano-scheduler.conf"
 VOLCANO_DEPLOYMENT = "volcano-scheduler"
+#: The annotation on that Deployment naming the image the volcano role put there (plugin mode).
+PLUGIN_IMAGE_ANNOTATION = "mco.many-core.io/plugin-image"
 KATA_RUNTIME_CLASS = "kata-qemu"
 KATA_LABEL = "katacontainers.io/kata-runtime"
 KVM_LABEL = "mco.many-core.io/kvm-ready"
@@ -379,7 +382,7 @@ def _lease(read: Read, now: float) -> Check:
 
 
 def _volcano(conf: Read, deployment: Read) -> Iterator[Check]:
-    name = "volcano extender"
+    name = "volcano scheduler"
     if conf.error:
         yield _unreadable(name, f"ConfigMap {VOLCANO_NAMESPACE}/{VOLCANO_CONFIGMAP}", conf)
         return
@@ -395,20 +398,25 @@ def _volcano(conf: Read, deployment: Read) -> Iterator[Check]:
     except yaml.YAMLError as exc:
         yield Check(name, Verdict.FAIL, f"{VOLCANO_CONF_KEY} is not YAML: {exc}", "fix the ConfigMap by hand")
         return
-    entries = [
-        plugin
-        for tier in _list(_get(doc, "tiers"))
-        for plugin in _list(_get(tier, "plugins"))
-        if isinstance(plugin, dict) and plugin.get("name") == "extender"
-    ]
+    plugins = [plugin for tier in _list(_get(doc, "tiers")) for plugin in _list(_get(tier, "plugins"))]
+    entries = [p for p in plugins if isinstance(p, dict) and p.get("name") == "extender"]
+    ours = [p for p in plugins if isinstance(p, dict) and p.get("name") == PLUGIN_NAME]
+    if ours:
+        yield _volcano_plugin(name, ours, deployment, extender=bool(entries))
+        return
     if not entries:
         yield Check(
             name,
             Verdict.FAIL,
-            "Volcano runs without MCO's extender: its pods are placed without the report",
+            "Volcano runs without MCO (no mco-plugin entry, no extender entry): its pods are placed without the report",
             f"{DEPLOY_STEP} with volcano_manage_scheduler_config: true, or add the entry the role prints",
         )
         return
+    yield _volcano_extender(name, entries, deployment)
+
+
+def _volcano_extender(name: str, entries: list[dict[str, Any]], deployment: Read) -> Check:
+    """Extender mode: MCO's extender entry, in the reply format of the Volcano that runs."""
     arguments = _get(entries[0], "arguments")
     arguments = arguments if isinstance(arguments, dict) else {}
     problems = list(volcano_argument_problems(arguments))
@@ -425,10 +433,60 @@ def _volcano(conf: Read, deployment: Read) -> Iterator[Check]:
     if len(entries) > 1:
         problems.append(f"{len(entries)} extender entries; Volcano uses only one")
     if problems:
-        yield Check(name, Verdict.FAIL, "; ".join(problems), DEPLOY_STEP + " (it writes the entry)")
-        return
+        return Check(name, Verdict.FAIL, "; ".join(problems), DEPLOY_STEP + " (it writes the entry)")
     version = f", Volcano v{running}" if running else ""
-    yield Check(name, Verdict.OK, f"{url}{version}")
+    return Check(name, Verdict.OK, f"extender {url}{version}")
+
+
+#: The plugin's name in Volcano's configuration, and the arguments it reads (docs/scheduling.md).
+PLUGIN_NAME = "mco-plugin"
+PLUGIN_ARGUMENTS = (
+    "crName", "crStatusTTLSeconds", "fallbackWhenCROutdated", "hardConstraints", "kataRuntimeClassPrefixes",
+    "scoreWeight", "unknownScore", "maxClockSkewSeconds",
+)  # fmt: skip
+#: The tag MCO's builds of vc-scheduler carry: the Volcano release, then ``-mco<MCO version>``.
+_MCO_BUILD = re.compile(r":v?\d+\.\d+\.\d+-mco[\w.]+(@.*)?$")
+
+
+def _volcano_plugin(name: str, entries: list[dict[str, Any]], deployment: Read, *, extender: bool) -> Check:
+    """Plugin mode: one entry, arguments the plugin takes, and a scheduler image that has the plugin."""
+    problems = []
+    if len(entries) > 1:
+        problems.append(f"{len(entries)} mco-plugin entries; keep one")
+    arguments = _get(entries[0], "arguments")
+    arguments = arguments if isinstance(arguments, dict) else {}
+    unknown = sorted(str(k) for k in arguments if k not in PLUGIN_ARGUMENTS)
+    if unknown:
+        problems.append(f"mco-plugin ignores the argument(s) {', '.join(unknown)}")
+    try:
+        config_from_mapping({k: v for k, v in arguments.items() if k in PLUGIN_ARGUMENTS}, source="mco-plugin")
+    except ConfigError as exc:
+        problems.append(f"{exc} (the plugin uses the default instead)")
+    images = [
+        str(_get(c, "image") or "") for c in _list(_get(deployment.doc, "spec", "template", "spec", "containers"))
+    ]
+    image = next((i for i in images if "vc-scheduler" in i), images[0] if images else "")
+    marked = _get(deployment.doc, "metadata", "annotations", PLUGIN_IMAGE_ANNOTATION)
+    if deployment.error or deployment.doc is None:
+        where = "cannot be read" if deployment.error else "was not found"
+        problems.append(f"Deployment {VOLCANO_NAMESPACE}/{VOLCANO_DEPLOYMENT} {where}: its image is not checked")
+    elif image != marked and not _MCO_BUILD.search(image):
+        problems.append(
+            f"the scheduler runs {image or 'no image'}, which has no mco-plugin (Volcano skips a plugin it does "
+            "not know: pods are placed without the report)"
+        )
+    if problems:
+        return Check(name, Verdict.FAIL, "; ".join(problems), DEPLOY_STEP + " (plugin mode sets MCO's image)")
+    running = _volcano_version(deployment)
+    detail = f"mco-plugin in {image}" + (f", Volcano v{running}" if running else "")
+    if extender:
+        return Check(
+            name,
+            Verdict.WARN,
+            detail + "; an extender entry too: every decision is made twice, the extender's cost without a gain",
+            "rerun the volcano role: plugin mode removes MCO's extender entry",
+        )
+    return Check(name, Verdict.OK, detail)
 
 
 def volcano_argument_problems(arguments: Mapping[str, Any]) -> Iterator[str]:
@@ -474,7 +532,7 @@ def _volcano_version(read: Read) -> str:
     containers = _list(_get(read.doc, "spec", "template", "spec", "containers"))
     images = [str(_get(c, "image") or "") for c in containers]
     image = next((i for i in images if "vc-scheduler" in i), images[0] if images else "")
-    match = re.search(r":v?(\d+\.\d+\.\d+)(@.*)?$", image)
+    match = re.search(r":v?(\d+\.\d+\.\d+)(?:-mco[\w.]+)?(@.*)?$", image)
     return match[1] if match else ""
 
 

@@ -301,7 +301,7 @@ def test_doctor_checks_the_cluster_and_names_each_broken_part(env: Env) -> None:
         "cluster report": "ok",
         "nodes in the report": "ok",
         "analyzer leader": "ok",
-        "volcano extender": "ok",
+        "volcano scheduler": "ok",
         "kata runtime": "ok",
         "rbac mco-analyzer": "ok",
         "rbac mco-scheduler-extender": "ok",
@@ -309,7 +309,7 @@ def test_doctor_checks_the_cluster_and_names_each_broken_part(env: Env) -> None:
     assert code == 0
     assert "by analyzer-test" in checks["cluster report"][1]
     assert checks["analyzer leader"][1].startswith("analyzer-test, renewed")
-    assert f"{env.extender_url}/volcano/v1.10, Volcano v1.14" in checks["volcano extender"][1]
+    assert f"extender {env.extender_url}/volcano/v1.10, Volcano v1.14" in checks["volcano scheduler"][1]
     assert checks["kata runtime"][1] == "1 Nodes run kata-qemu: node-3"
     (command,) = select(RUNBOOKS, "Troubleshoot", r"^mco doctor --cluster")
     table = subprocess.run(
@@ -339,8 +339,8 @@ def test_doctor_checks_the_cluster_and_names_each_broken_part(env: Env) -> None:
     env.kubectl(*patch, json.dumps({"data": {"volcano-scheduler.conf": broken}}))
     try:
         _, checks = _doctor(env)
-        assert checks["volcano extender"][0] == "fail"
-        assert "ignorable must be the YAML bool true (is a string)" in checks["volcano extender"][1]
+        assert checks["volcano scheduler"][0] == "fail"
+        assert "ignorable must be the YAML bool true (is a string)" in checks["volcano scheduler"][1]
     finally:
         env.kubectl(*patch, json.dumps({"data": {"volcano-scheduler.conf": conf}}))
     # a kubeconfig that may not ask the authorizer (the extender's own) says so instead of guessing

@@ -42,6 +42,30 @@ def rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+MCO_IMAGE = "mco.many-core.io/vc-scheduler:v1.14.1-mco0.1.0"
+UPSTREAM_IMAGE = "docker.io/volcanosh/vc-scheduler:v1.14.1"
+
+
+def plugin_conf(*, extender: bool = False, **arguments: Any) -> Read:
+    """Volcano's configuration with mco-plugin (and MCO's extender entry too, when asked)."""
+    plugins: list[dict[str, Any]] = [
+        {"name": "predicates"},
+        {"name": "mco-plugin", "arguments": {"crName": "cluster", **arguments}},
+    ]
+    if extender:
+        plugins.append(
+            {"name": "extender", "arguments": {"extender.urlPrefix": "http://e.mco-system.svc:9879/volcano/v1.10"}}
+        )
+    conf = {"actions": "enqueue, allocate", "tiers": [{"plugins": [{"name": "gang"}]}, {"plugins": plugins}]}
+    return Read({"data": {"volcano-scheduler.conf": yaml.safe_dump(conf)}})
+
+
+def scheduler_image(image: str, *, annotated: str | None = None) -> Read:
+    """The scheduler Deployment running ``image`` (annotated by the volcano role as its plugin image)."""
+    meta = {"annotations": {"mco.many-core.io/plugin-image": annotated}} if annotated else {}
+    return Read({"metadata": meta, "spec": {"template": {"spec": {"containers": [{"image": image}]}}}})
+
+
 def volcano_conf(**arguments: Any) -> Read:
     args = {
         "extender.urlPrefix": "http://mco-scheduler-extender.mco-system.svc:9879/volcano/v1.10",
@@ -103,14 +127,14 @@ def test_a_healthy_cluster_is_all_ok() -> None:
         "cluster report": Verdict.OK,
         "nodes in the report": Verdict.OK,
         "analyzer leader": Verdict.OK,
-        "volcano extender": Verdict.OK,
+        "volcano scheduler": Verdict.OK,
         "kata runtime": Verdict.OK,
         "rbac mco-analyzer": Verdict.OK,
         "rbac mco-scheduler-extender": Verdict.OK,
     }
     assert "written 3 s ago by analyzer-0 (TTL 30 s), rules v7" in got["cluster report"][1]
     assert "High: n2" in got["nodes in the report"][1]
-    assert "Volcano v1.12.4" in got["volcano extender"][1]
+    assert "Volcano v1.12.4" in got["volcano scheduler"][1]
     assert got["kata runtime"][1] == "1 Nodes run kata-qemu: n2"
 
 
@@ -157,43 +181,43 @@ def _status(view: ClusterView, **changes: Any) -> ClusterView:
         (lambda v: replace(v, lease=Read({"spec": {}})), "analyzer leader", Verdict.FAIL, "no analyzer leads"),
         (
             lambda v: replace(v, volcano_conf=Read({"data": {"volcano-scheduler.conf": "tiers: [{plugins: []}]"}})),
-            "volcano extender",
+            "volcano scheduler",
             Verdict.FAIL,
-            "Volcano runs without MCO's extender",
+            "Volcano runs without MCO (no mco-plugin entry, no extender entry)",
         ),
         (
             lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.ignorable": "true"})),
-            "volcano extender",
+            "volcano scheduler",
             Verdict.FAIL,
             "ignorable must be the YAML bool true (is a string)",
         ),
         (
             lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.httpTimeout": "200ms"})),
-            "volcano extender",
+            "volcano scheduler",
             Verdict.FAIL,
             "httpTimeout 0.2 s is below 1 s",
         ),
         (
             lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.httpTimeout": "1 second"})),
-            "volcano extender",
+            "volcano scheduler",
             Verdict.FAIL,
             "is not a Go duration",
         ),
         (
             lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.onSessionOpenVerb": "open"})),
-            "volcano extender",
+            "volcano scheduler",
             Verdict.FAIL,
             "onSessionOpenVerb is set",
         ),
         (
             lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.predicateVerb": "filter"})),
-            "volcano extender",
+            "volcano scheduler",
             Verdict.FAIL,
             "predicateVerb must be 'predicate'",
         ),
         (
             lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.urlPrefix": "http://other:80/x"})),
-            "volcano extender",
+            "volcano scheduler",
             Verdict.FAIL,
             "is not MCO's",
         ),
@@ -201,18 +225,66 @@ def _status(view: ClusterView, **changes: Any) -> ClusterView:
             lambda v: replace(
                 v, volcano_conf=volcano_conf(**{"extender.urlPrefix": "http://e.mco-system.svc:9879/volcano/v1.9"})
             ),
-            "volcano extender",
+            "volcano scheduler",
             Verdict.FAIL,
             "asks for Volcano 1.9's reply format but v1.12.4 runs",
         ),
-        (lambda v: replace(v, volcano_conf=Read({"data": {}})), "volcano extender", Verdict.FAIL, "has no key"),
+        (lambda v: replace(v, volcano_conf=Read({"data": {}})), "volcano scheduler", Verdict.FAIL, "has no key"),
         (
             lambda v: replace(v, volcano_conf=Read({"data": {"volcano-scheduler.conf": "tiers: [unclosed"}})),
-            "volcano extender",
+            "volcano scheduler",
             Verdict.FAIL,
             "is not YAML",
         ),
-        (lambda v: replace(v, volcano_conf=Read()), "volcano extender", Verdict.OK, "no Volcano here"),
+        (lambda v: replace(v, volcano_conf=Read()), "volcano scheduler", Verdict.OK, "no Volcano here"),
+        (
+            lambda v: replace(v, volcano_conf=plugin_conf(), volcano_deployment=scheduler_image(MCO_IMAGE)),
+            "volcano scheduler",
+            Verdict.OK,
+            f"mco-plugin in {MCO_IMAGE}, Volcano v1.14.1",
+        ),
+        (
+            lambda v: replace(v, volcano_conf=plugin_conf(), volcano_deployment=scheduler_image(UPSTREAM_IMAGE)),
+            "volcano scheduler",
+            Verdict.FAIL,
+            f"the scheduler runs {UPSTREAM_IMAGE}, which has no mco-plugin",
+        ),
+        (
+            lambda v: replace(
+                v,
+                volcano_conf=plugin_conf(),
+                volcano_deployment=scheduler_image(
+                    "registry.example/mco/vcs:7", annotated="registry.example/mco/vcs:7"
+                ),
+            ),
+            "volcano scheduler",
+            Verdict.OK,
+            "mco-plugin in registry.example/mco/vcs:7",
+        ),
+        (
+            lambda v: replace(
+                v,
+                volcano_conf=plugin_conf(crStatusTTLSeconds="thirty", listen=":1"),
+                volcano_deployment=scheduler_image(MCO_IMAGE),
+            ),
+            "volcano scheduler",
+            Verdict.FAIL,
+            "mco-plugin ignores the argument(s) listen; mco-plugin: crStatusTTLSeconds: expected a number",
+        ),
+        (
+            lambda v: replace(
+                v, volcano_conf=plugin_conf(extender=True), volcano_deployment=scheduler_image(MCO_IMAGE)
+            ),
+            "volcano scheduler",
+            Verdict.WARN,
+            "an extender entry too",
+        ),
+        (
+            lambda v: replace(v, volcano_conf=plugin_conf(), volcano_deployment=Read()),
+            "volcano scheduler",
+            Verdict.FAIL,
+            "was not found: its image is not checked",
+        ),
         (
             lambda v: replace(v, runtime_class=Read({"handler": "kata-qemu"})),
             "kata runtime",
