@@ -180,10 +180,7 @@ KUBE_PLUGIN_CONFIG = {
     "profiles": [
         {
             "schedulerName": "default-scheduler",
-            "plugins": {
-                "filter": {"enabled": [{"name": "mco-plugin"}]},
-                "score": {"enabled": [{"name": "mco-plugin"}]},
-            },
+            "plugins": {"multiPoint": {"enabled": [{"name": "mco-plugin", "weight": 1}]}},
             "pluginConfig": [{"name": "mco-plugin", "args": {"crName": "cluster", "crStatusTTLSeconds": 3600}}],
         }
     ]

@@ -3,13 +3,13 @@
 // Package kube is mco-plugin for kube-scheduler: a framework plugin with PreFilter, Filter,
 // PreScore, Score and NormalizeScore, reading the NodeInterferenceReport through an informer
 // started when the plugin is built. Register it with NewSchedulerCommand(app.WithPlugin(Name,
-// New)) and enable it in a profile:
+// New)) and enable it in a profile at every extension point it has (multiPoint): PreFilter and
+// PreScore read the report once a cycle, where Filter and Score alone would read it again:
 //
 //	profiles:
 //	- schedulerName: mco-scheduler
 //	  plugins:
-//	    filter: {enabled: [{name: mco-plugin}]}
-//	    score: {enabled: [{name: mco-plugin, weight: 1}]}
+//	    multiPoint: {enabled: [{name: mco-plugin, weight: 1}]}
 //	  pluginConfig:
 //	  - name: mco-plugin
 //	    args: {crName: cluster, crStatusTTLSeconds: 30, hardConstraints: {psiIoSomeAvg10Threshold: 20}}
@@ -115,6 +115,9 @@ func (f *filterState) Clone() fwk.StateData { return f }
 type scoreState struct {
 	view        core.View
 	sensitivity *policy.Sensitivity
+	reason      metrics.ScoreReason
+	// counted: PreScore counted the cycle's nodes (else each Score call counts its own).
+	counted bool
 }
 
 func (s *scoreState) Clone() fwk.StateData { return s }
@@ -198,6 +201,8 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, no
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, verdict.Reason)
 }
 
+// filterState is what PreFilter read for the cycle; read now (and kept for the cycle's other
+// nodes) when a profile enables Filter without PreFilter.
 func (p *Plugin) filterState(state fwk.CycleState, pod *v1.Pod) *filterState {
 	if data, err := state.Read(filterKey); err == nil {
 		if st, ok := data.(*filterState); ok {
@@ -208,12 +213,13 @@ func (p *Plugin) filterState(state fwk.CycleState, pod *v1.Pod) *filterState {
 	if pod.Spec.RuntimeClassName != nil {
 		st.runtimeClass = *pod.Spec.RuntimeClassName
 	}
+	state.Write(filterKey, st) // Filter runs in parallel: a second writer writes an equal view
 	return st
 }
 
 // PreScore reads the pod's sensitive-to hint once; in basic mode it skips Score (every node the same).
 func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	st := p.scoreState(state, pod, len(nodes))
+	st := p.readScore(pod, len(nodes))
 	if st.view.State.BasicMode() {
 		return fwk.NewStatus(fwk.Skip)
 	}
@@ -221,23 +227,34 @@ func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 	return nil
 }
 
-func (p *Plugin) scoreState(state fwk.CycleState, pod *v1.Pod, nodes int) *scoreState {
+// scoreState is what PreScore read for the cycle; read now (and kept for the cycle's other nodes)
+// when a profile enables Score without PreScore.
+func (p *Plugin) scoreState(state fwk.CycleState, pod *v1.Pod) *scoreState {
 	if data, err := state.Read(scoreKey); err == nil {
 		if st, ok := data.(*scoreState); ok {
 			return st
 		}
 	}
-	st := &scoreState{view: p.look(p.args.Settings)}
+	st := p.readScore(pod, 0)
+	state.Write(scoreKey, st) // Score runs in parallel: a second writer writes an equal view
+	return st
+}
+
+// readScore reads the report and the pod's hint for scoring nodes of a cycle, counting them.
+func (p *Plugin) readScore(pod *v1.Pod, nodes int) *scoreState {
+	st := &scoreState{view: p.look(p.args.Settings), counted: nodes > 0}
 	text, present := pod.Annotations[policy.SensitiveToAnnotation]
-	var reason metrics.ScoreReason
-	st.sensitivity, reason = p.shared.Sensitivity(&st.view.State, text, present)
-	p.shared.Metrics.Score(metrics.KubePrioritize, reason, nodes)
+	st.sensitivity, st.reason = p.shared.Sensitivity(&st.view.State, text, present)
+	p.shared.Metrics.Score(metrics.KubePrioritize, st.reason, nodes)
 	return st
 }
 
 // Score is the node's 0-100 preference for the pod (higher: quieter).
 func (p *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	st := p.scoreState(state, pod, 1)
+	st := p.scoreState(state, pod)
+	if !st.counted {
+		p.shared.Metrics.Score(metrics.KubePrioritize, st.reason, 1)
+	}
 	node := nodeInfo.Node()
 	if node == nil {
 		return 0, nil

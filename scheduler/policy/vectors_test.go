@@ -153,7 +153,7 @@ func stateOf(tab *table, r int, now float64, s *policy.Settings) (policy.State, 
 		sh := report.DecodeShard(numbers(obj).(map[string]interface{}))
 		shards[obj["metadata"].(map[string]interface{})["name"].(string)] = sh
 	}
-	nodes, problem := report.Gather(head.Index, shards)
+	nodes, problem := report.Gather(head.Index, shards, nil)
 	if problem != "" {
 		return policy.ReportState(nil, now, s, problem, false), false
 	}

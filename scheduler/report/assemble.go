@@ -17,20 +17,24 @@ func ShardIndexOf(name string, count int) int {
 	return int(crc32.ChecksumIEEE([]byte(name)) & uint32(count-1))
 }
 
-// Sharded is the nodes of a sharded report as one read-only set, without copying them: each
-// shard's own map, found by the name's hash, under the changes laid over them.
+// Sharded is the nodes of a sharded report as one read-only set: every shard's entries in one map
+// (made again only when a shard changes: a scheduler looks a node up hundreds of times a pod),
+// under the changes laid over them (the report object's, which change every report).
 type Sharded struct {
-	shards  []map[string]*policy.Node
+	shards  []*Shard
+	all     map[string]*policy.Node
 	changed map[string]*policy.Node
 	size    int
 }
 
 // Get implements policy.Nodes.
 func (s *Sharded) Get(name string) *policy.Node {
-	if node, ok := s.changed[name]; ok {
-		return node // nil: the node is gone
+	if len(s.changed) > 0 {
+		if node, ok := s.changed[name]; ok {
+			return node // nil: the node is gone
+		}
 	}
-	return s.shards[ShardIndexOf(name, len(s.shards))][name]
+	return s.all[name]
 }
 
 // Len implements policy.Nodes.
@@ -38,7 +42,9 @@ func (s *Sharded) Len() int { return s.size }
 
 // Gather puts index's generation together from shards (by object name): every node of it with its
 // changes laid over, or why that cannot be done yet (a shard missing, behind or unreadable).
-func Gather(index *Index, shards map[string]*Shard) (*Sharded, string) {
+// previous, when given, is the last state gathered: its merged entries are reused when the
+// generation's shard objects are the very same (only the report object changed).
+func Gather(index *Index, shards map[string]*Shard, previous *Sharded) (*Sharded, string) {
 	if index.ChangeProblem != "" {
 		return nil, index.ChangeProblem
 	}
@@ -72,13 +78,24 @@ func Gather(index *Index, shards map[string]*Shard) (*Sharded, string) {
 			strconv.Itoa(len(behind)) + " of " + strconv.Itoa(index.Count) +
 			" shards missing or older than the report names (" + shown + "); the analyzer may be writing them"
 	}
-	out := &Sharded{shards: make([]map[string]*policy.Node, index.Count), changed: make(map[string]*policy.Node, len(index.Changes))}
-	for k, s := range mine {
-		out.shards[k] = s.Nodes
-		out.size += len(s.Nodes)
+	out := &Sharded{shards: mine, changed: make(map[string]*policy.Node, len(index.Changes))}
+	if previous != nil && sameShards(previous.shards, mine) {
+		out.all = previous.all
+	} else {
+		total := 0
+		for _, s := range mine {
+			total += len(s.Nodes)
+		}
+		out.all = make(map[string]*policy.Node, total)
+		for _, s := range mine {
+			for name, node := range s.Nodes {
+				out.all[name] = node
+			}
+		}
 	}
+	out.size = len(out.all)
 	for name, change := range index.Changes {
-		held := out.shards[ShardIndexOf(name, index.Count)][name]
+		held := out.all[name]
 		switch {
 		case change == nil:
 			out.changed[name] = nil
@@ -99,4 +116,16 @@ func Gather(index *Index, shards map[string]*Shard) (*Sharded, string) {
 		}
 	}
 	return out, ""
+}
+
+func sameShards(a, b []*Shard) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -79,7 +79,7 @@ func TestGatherWholeGeneration(t *testing.T) {
 		"fresh":   {Level: policy.LevelMedium, Score: 60},
 		"ghost":   nil, // gone, and in no shard either
 	}
-	nodes, problem := report.Gather(index(2, []int64{1, 1, 1, 1}, changes), shards)
+	nodes, problem := report.Gather(index(2, []int64{1, 1, 1, 1}, changes), shards, nil)
 	if problem != "" {
 		t.Fatal(problem)
 	}
@@ -115,7 +115,7 @@ func TestGatherWholeGeneration(t *testing.T) {
 }
 
 func TestGatherWithoutChanges(t *testing.T) {
-	nodes, problem := report.Gather(index(2, []int64{1, 0, 1, 1}, nil), generation(t, 2))
+	nodes, problem := report.Gather(index(2, []int64{1, 0, 1, 1}, nil), generation(t, 2), nil)
 	if problem != "" || nodes.Len() != 7 {
 		t.Fatalf("problem %q, %d nodes", problem, nodes.Len())
 	}
@@ -145,7 +145,7 @@ func TestGatherIncomplete(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			nodes, problem := report.Gather(index(5, c.versions, nil), c.shards)
+			nodes, problem := report.Gather(index(5, c.versions, nil), c.shards, nil)
 			if nodes != nil || problem != c.want {
 				t.Errorf("nodes %v, problem\n %q\nwant\n %q", nodes, problem, c.want)
 			}
@@ -160,12 +160,12 @@ func TestGatherBadShard(t *testing.T) {
 		"version": int64(9), "nodes": map[string]interface{}{"n5": map[string]interface{}{"name": "n5", "level": "Bad", "score": int64(1)}},
 	}))
 	shards["cluster-2-1"] = bad
-	nodes, problem := report.Gather(index(2, []int64{1, 1, 1, 1}, nil), shards)
+	nodes, problem := report.Gather(index(2, []int64{1, 1, 1, 1}, nil), shards, nil)
 	if nodes != nil || problem != bad.Problem || problem == "" {
 		t.Errorf("nodes %v, problem %q, want %q", nodes, problem, bad.Problem)
 	}
 	// The same bad shard in another generation is not this generation's problem.
-	nodes, problem = report.Gather(index(3, []int64{1, 1, 1, 1}, nil), mergeShards(generation(t, 3), map[string]*report.Shard{"cluster-2-1": bad}))
+	nodes, problem = report.Gather(index(3, []int64{1, 1, 1, 1}, nil), mergeShards(generation(t, 3), map[string]*report.Shard{"cluster-2-1": bad}), nil)
 	if problem != "" || nodes.Len() != 7 {
 		t.Errorf("problem %q from another generation", problem)
 	}
@@ -178,7 +178,7 @@ func TestGatherIgnoresOtherGenerations(t *testing.T) {
 		// Generation 2 among 2 shards: another layout.
 		"cluster-2-0-of-2": decodedShard(t, 2, 0, 2, 9, "n0", "n2"),
 	}
-	nodes, problem := report.Gather(index(2, []int64{1, 1, 1, 1}, nil), mergeShards(generation(t, 2), old))
+	nodes, problem := report.Gather(index(2, []int64{1, 1, 1, 1}, nil), mergeShards(generation(t, 2), old), nil)
 	if problem != "" {
 		t.Fatal(problem)
 	}

@@ -305,7 +305,7 @@ func TestChangeLines(t *testing.T) {
 	if err != nil || !strings.HasPrefix(head.Index.ChangeProblem, "status.shards.changes[n9]: ") {
 		t.Errorf("bad change line in a status: %v, %+v", err, head)
 	}
-	if _, problem := report.Gather(head.Index, nil); problem != head.Index.ChangeProblem {
+	if _, problem := report.Gather(head.Index, nil, nil); problem != head.Index.ChangeProblem {
 		t.Errorf("Gather with a bad change line: %q", problem)
 	}
 }

@@ -201,7 +201,11 @@ func (s *Source) decide(head *headObject, shards map[string]*report.Shard) *Snap
 		s.served = nil
 		return &Snapshot{Report: &policy.Report{Updated: head.head.Updated, Nodes: head.head.Nodes}}
 	}
-	nodes, problem := report.Gather(head.head.Index, shards)
+	var previous *report.Sharded
+	if s.served != nil {
+		previous, _ = s.served.Nodes.(*report.Sharded)
+	}
+	nodes, problem := report.Gather(head.head.Index, shards, previous)
 	if problem != "" {
 		s.problem("shards", problem)
 		previous := s.snap.Load()

@@ -394,6 +394,7 @@ class RealCluster:
                 "--enable-healthz=true",
                 f"--healthz-address=127.0.0.1:{health}",
                 "--enable-metrics=true",
+                "--enable-pprof=true",  # on the metrics port: benchmarks profile it
                 f"--listen-address=127.0.0.1:{self.volcano_metrics_port}",
                 "--logtostderr",
                 "-v=3",
@@ -433,7 +434,8 @@ class RealCluster:
                 f"--config={path}",
                 f"--secure-port={port}",
                 "--bind-address=127.0.0.1",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",  # tests read /metrics
+                # tests read /metrics, benchmarks profile it
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof,/debug/pprof/*",
                 "-v=2",
             ],
         )

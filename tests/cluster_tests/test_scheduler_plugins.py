@@ -51,10 +51,7 @@ KUBE_CONFIG = {
     "profiles": [
         {
             "schedulerName": "mco-scheduler",
-            "plugins": {
-                "filter": {"enabled": [{"name": "mco-plugin"}]},
-                "score": {"enabled": [{"name": "mco-plugin", "weight": 1}]},
-            },
+            "plugins": {"multiPoint": {"enabled": [{"name": "mco-plugin", "weight": 1}]}},
             "pluginConfig": [{"name": "mco-plugin", "args": ARGS}],
         }
     ]
