@@ -22,6 +22,7 @@ GUIDE, RUNBOOKS, OPERATIONS = "docs/user-guide.md", "docs/runbooks.md", "docs/op
 MOLECULE = "molecule/mco-cluster/verify.yml"
 RUN = "tests/run/test_make_run.py"
 PLUGIN_ROLE = "tests/cluster_tests/test_volcano_plugin_role.py"
+KUBE_SCHEDULER_ROLE = "tests/cluster_tests/test_kube_scheduler_role.py"
 
 
 class Runner(NamedTuple):
@@ -59,6 +60,9 @@ RUNNERS = (
     # an existing Volcano switched to mco-plugin and back, on the real API server
     Runner(RUNBOOKS, "Volcano: mco-plugin or the extender", r"ansible-playbook", PLUGIN_ROLE),
     Runner(RUNBOOKS, "Volcano: mco-plugin or the extender", r"^kubectl ", PLUGIN_ROLE),
+    # MCO's kube-scheduler installed beside the cluster's, run with the role's configuration and token, removed
+    Runner(RUNBOOKS, "kube-scheduler: a second scheduler with mco-plugin", r"ansible-playbook", KUBE_SCHEDULER_ROLE),
+    Runner(RUNBOOKS, "kube-scheduler: a second scheduler with mco-plugin", r"^kubectl ", KUBE_SCHEDULER_ROLE),
     # booted nodes and the real API server (molecule mco-cluster)
     Runner(GUIDE, "What you get", r"^kubectl ", MOLECULE),
     Runner(GUIDE, "Try it on one machine (standalone)", r"^systemctl ", MOLECULE),

@@ -44,7 +44,9 @@ def test_local_inventory_passes() -> None:
     [
         ({"mco_kata_enabled": "true"}, "mco_kata_enabled must be true or false"),
         ({"mco_mode": "hybrid"}, "mco_mode must be one of: standalone, cluster, got: hybrid"),
-        ({"mco_volcano_enabled": True}, "Volcano, Kata and the scheduler ConfigMap need the Kubernetes API"),
+        ({"mco_volcano_enabled": True}, "Volcano, Kata, the scheduler ConfigMap and MCO's kube-scheduler need"),
+        ({"mco_kube_scheduler_enabled": True}, "mco_kube_scheduler_enabled=True"),
+        ({"mco_kube_scheduler_enabled": "yes"}, "mco_kube_scheduler_enabled must be true or false"),
         ({"mco_mode": "cluster"}, 'mco_kubeconfig=""'),
         ({"mco_analyzer_addr": "x:1"}, "mco_analyzer_addr is no longer used: use mco_collector_analyzer_addrs"),
         (

@@ -64,3 +64,16 @@ def test_every_role_checks_first_on_each_of_its_tags() -> None:
         steps = set().union(*(t.get("tags", []) for t in tasks[1:])) if len(tasks) > 1 else set()
         first = set(tasks[0].get("tags", []))
         assert "always" in first or steps <= first, f"{main.relative_to(ROOT)}: {sorted(steps - first)}"
+
+
+def test_the_scheduler_plays_run_under_another_roles_tag() -> None:
+    """`site.yml --tags mco_collector` passes the scheduler plays: their roles' argument checks (tagged
+    always) read mco-plugin's arguments, which the plays' pre_tasks compute on every tag."""
+    for playbook in ("playbooks/volcano.yml", "playbooks/kube_scheduler.yml"):
+        run = subprocess.run(
+            [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory/local.yml", playbook,
+             "--tags", "mco_collector", "-e", '{"mco_mode": "cluster", "mco_kubeconfig": "/nonexistent"}'],
+            cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert run.returncode == 0, playbook + "\n" + run.stdout[-3000:] + run.stderr[-2000:]

@@ -121,6 +121,43 @@ CASES = [
         "group volcano_plugin_image_group=nowhere has no hosts",
     ),
 ]
+#: playbooks/kube_scheduler.yml with the switch on in cluster mode (the role is skipped otherwise).
+KUBE_SCHEDULER = {"mco_mode": "cluster", "mco_kube_scheduler_enabled": True, "mco_kubeconfig": "KUBECONFIG"}
+REGISTRY_IMAGE = {"mco_kube_scheduler_image": "registry.example/mco/kube-scheduler:v1"}
+CASES += [
+    (
+        "kube_scheduler.yml",
+        {"mco_mode": "cluster", "mco_kube_scheduler_enabled": True},
+        'mco_kube_scheduler_kubeconfig="" is empty',
+    ),
+    (
+        "kube_scheduler.yml",
+        {**KUBE_SCHEDULER, **REGISTRY_IMAGE, "mco_kube_scheduler_scheduler_name": "default-scheduler"},
+        "two schedulers would race to place every pod",
+    ),
+    (
+        "kube_scheduler.yml",
+        {**KUBE_SCHEDULER, **REGISTRY_IMAGE, "mco_kube_scheduler_scheduler_name": "MCO_Scheduler"},
+        "must be a DNS subdomain",
+    ),
+    (
+        "kube_scheduler.yml",
+        {**KUBE_SCHEDULER, **REGISTRY_IMAGE, "mco_kube_scheduler_plugin_weight": 0},
+        "from 1 to 100",
+    ),
+    ("kube_scheduler.yml", {**KUBE_SCHEDULER, "mco_kube_scheduler_replicas": "two"}, "mco_kube_scheduler_replicas"),
+    ("kube_scheduler.yml", KUBE_SCHEDULER, "no registry serves it. Set mco_kube_scheduler_image_archive"),
+    (
+        "kube_scheduler.yml",
+        {**KUBE_SCHEDULER, "mco_kube_scheduler_image_archive": "ARCHIVE"},
+        "not mco_kube_scheduler_image=mco.many-core.io/kube-scheduler:v1.34.1-mco0.1.0 for linux/amd64",
+    ),
+    (
+        "kube_scheduler.yml",
+        {**KUBE_SCHEDULER, "mco_kube_scheduler_image_archive": "ARCHIVE", "mco_kube_scheduler_image_group": "nowhere"},
+        "group mco_kube_scheduler_image_group=nowhere has no hosts",
+    ),
+]
 
 
 @pytest.mark.slow
