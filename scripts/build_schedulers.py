@@ -8,8 +8,9 @@ docker-archive:...``), made without a Docker daemon.
 
 Outputs are cached in ``$MCO_SCHEDULER_CACHE/<key>/`` (default ``~/.cache/mco/scheduler-bin/<key>/``),
 where the key is the sha256 of what they are made from: scheduler/'s go.mod, go.sum and Go sources
-(tests and test data aside), this script, scripts/gobuild.py and mco_py/__init__.py (the version
-in the image tags). ``images.json`` there names each image, its archive and digest.
+(tests and test data aside), this script, scripts/gobuild.py, scripts/oci.py (the image archive
+writer) and mco_py/__init__.py (the version in the image tags). ``images.json`` there names each
+image, its archive and digest.
 
 An image is one layer holding the program at ``/<name>``, run as user 65532 with the program as
 entrypoint (the upstream Deployments pass only ``args``), for linux/amd64, tagged
@@ -19,21 +20,17 @@ entrypoint (the upstream Deployments pass only ``args``), for linux/amd64, tagge
 from __future__ import annotations
 
 import argparse
-import gzip
-import hashlib
-import io
 import json
 import os
 import re
 import sys
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `scripts` and `mco_py` from the checkout
 
-from scripts import gobuild
+from scripts import gobuild, oci
 from scripts.gobuild import BuildError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +42,6 @@ PROGRAMS: dict[str, tuple[str, str]] = {
     "kube-scheduler": ("./cmd/kube-scheduler", "k8s.io/kubernetes"),
 }
 USER = "65532:65532"
-EPOCH = 0  # file times and image creation: fixed, so the same binary makes the same image
 
 
 def mco_version() -> str:
@@ -65,6 +61,7 @@ def inputs() -> list[Path]:
         MODULE / "go.sum",
         Path(__file__).resolve(),
         ROOT / "scripts" / "gobuild.py",
+        ROOT / "scripts" / "oci.py",
         ROOT / "mco_py" / "__init__.py",
     ]
 
@@ -108,87 +105,12 @@ def _build(out: Path) -> dict[str, Any]:
     return {"go": goversion, "seconds": times, "modules": {m: mods[m]["Version"] for m in sorted(mods)}}
 
 
-def _sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def _layer(binary: Path) -> bytes:
-    """An uncompressed tar holding ``binary`` as ``/<name>`` (root-owned, mode 0755, time fixed)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        info = tarfile.TarInfo(binary.name)
-        info.size, info.mode, info.mtime, info.uid, info.gid = binary.stat().st_size, 0o755, EPOCH, 0, 0
-        with binary.open("rb") as fh:
-            tar.addfile(info, fh)
-    return buf.getvalue()
-
-
 def write_image(binary: Path, archive: Path, ref: str) -> dict[str, Any]:
-    """Write ``archive``: an OCI image layout with a Docker ``manifest.json`` beside it (the form of
-    ``docker save`` since Docker 25), one gzip layer. Returns its digests."""
-    layer = _layer(binary)
-    blob = gzip.compress(layer, compresslevel=6, mtime=EPOCH)
-    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH))
-    config = json.dumps(
-        {
-            "architecture": "amd64",
-            "os": "linux",
-            "created": created,
-            "config": {"Entrypoint": [f"/{binary.name}"], "User": USER, "Env": ["PATH=/"]},
-            "rootfs": {"type": "layers", "diff_ids": [_sha(layer)]},
-            "history": [{"created": created, "created_by": "scripts/build_schedulers.py"}],
-        },
-        sort_keys=True,
-    ).encode()
-    oci = "application/vnd.oci.image"
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": f"{oci}.manifest.v1+json",
-            "config": {"mediaType": f"{oci}.config.v1+json", "digest": _sha(config), "size": len(config)},
-            "layers": [{"mediaType": f"{oci}.layer.v1.tar+gzip", "digest": _sha(blob), "size": len(blob)}],
-        },
-        sort_keys=True,
-    ).encode()
-    tag = ref.rsplit(":", 1)[1]
-    index = {
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [
-            {
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "digest": _sha(manifest),
-                "size": len(manifest),
-                "platform": {"architecture": "amd64", "os": "linux"},
-                "annotations": {"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": tag},
-            }
-        ],
-    }
-
-    def path(data: bytes) -> str:
-        return "blobs/sha256/" + _sha(data).split(":", 1)[1]
-
-    docker = [{"Config": path(config), "RepoTags": [ref], "Layers": [path(blob)]}]
-    files = {
-        "oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode(),
-        "index.json": json.dumps(index, sort_keys=True).encode(),
-        "manifest.json": json.dumps(docker).encode(),
-        path(config): config,
-        path(manifest): manifest,
-        path(blob): blob,
-    }
-    tmp = archive.with_name(f".{archive.name}.partial")
-    with tarfile.open(tmp, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for directory in ("blobs", "blobs/sha256"):
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, EPOCH
-            tar.addfile(info)
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o644, EPOCH
-            tar.addfile(info, io.BytesIO(data))
-    os.replace(tmp, archive)
-    return {"manifest": _sha(manifest), "config": _sha(config), "layerDiffID": _sha(layer)}
+    """Write ``archive``, the image of one scheduler: ``binary`` as ``/<name>`` (root-owned, mode
+    0755) and its entrypoint, run as USER (scripts/oci.py writes it). Returns its digests."""
+    config = oci.Config(entrypoint=(f"/{binary.name}",), user=USER, env=("PATH=/",))
+    entries = [oci.File(f"/{binary.name}", binary, mode=0o755)]
+    return oci.write_image(entries, config, archive, ref, created_by="scripts/build_schedulers.py")
 
 
 def schedulers(*, cache_root: Path | None = None) -> dict[str, Any]:
