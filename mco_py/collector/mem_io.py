@@ -143,7 +143,9 @@ class IoKnob:
         span = now - last[0]
         rates = {}
         for device, (read, written) in current.items():
-            read_before, written_before = last[1].get(device, (read, written))
+            # a device missing before had no I/O of the group yet: io.stat (v2) lists a device
+            # only from the group's first I/O there, counting from 0
+            read_before, written_before = last[1].get(device, (0, 0))
             rates[device] = (max(0, read - read_before) / span, max(0, written - written_before) / span)
         self._rates[group] = rates
 

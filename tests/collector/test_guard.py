@@ -571,3 +571,18 @@ def test_a_killed_guards_io_and_memory_limits_go_at_the_next_start(tmp_path: Pat
     Guard(detect_layout(root), **args).recover()  # type: ignore[arg-type]
     assert (off / "memory.high").read_text() == "max"
     assert (off / "io.max").read_text() == "8:0 rbps=max wbps=max"
+
+
+def test_io_on_a_device_the_group_had_not_used_counts_from_the_interval_it_began(tmp_path: Path) -> None:
+    """Real v2 lists a device in a group's io.stat only from the group's first I/O there (the
+    TCG node shows it: tests/vm): the first interval's writes are the group's rate, not 0."""
+    root, off = memory_io_tree(tmp_path, 64 * 2**20, "")
+    clock = Clock()
+    guard = Guard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
+                  mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock, resources=("io",))  # fmt: skip
+    guard.step()
+    (off / "io.stat").write_text(f"254:16 rbytes=0 wbytes={40 * 2**20} rios=0 wios=160 dbytes=0 dios=0\n")
+    set_stall(root, "online.slice", "io", 500_000)
+    clock.now = 1.0
+    guard.step()
+    assert (off / "io.max").read_text() == f"254:16 rbps={2**20} wbps={20 * 2**20}", "half of 40 MiB/s"
