@@ -17,11 +17,18 @@ from testbed.errors import TestbedError
 REQUIRED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "socat", "ssh", "ssh-keygen", "mount", "umount")
 
 
-def run(argv: Sequence[str], *, timeout: float = 60, check: bool = True, input_text: str | None = None) -> str:
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float = 60,
+    check: bool = True,
+    input_text: str | None = None,
+    cwd: Path | None = None,
+) -> str:
     """Run a fixed command; return stdout. Raise TestbedError naming the command on failure."""
     try:
         done = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, check=False, input=input_text
+            list(argv), capture_output=True, text=True, timeout=timeout, check=False, input=input_text, cwd=cwd
         )
     except FileNotFoundError as exc:
         raise TestbedError(f"{argv[0]} not found; run `make setup` as root to install the test-bed tools") from exc
