@@ -14,11 +14,12 @@ archives that ``ctr -n k8s.io images import FILE`` takes (docs/images.md):
 A Debian package's files are the host's when it is installed (dpkg says where), else those of
 ``apt-get download PACKAGE=VERSION`` unpacked with ``dpkg -x`` into a scratch directory (nothing is
 installed). The archives are cached in ``${MCO_CACHE:-~/.cache/mco}/images/<key>/``, where the key
-is the sha256 of this script, scripts/oci.py, scripts/elf.py and scripts/gobuild.py and the
-versions of the Debian packages the images are made from (each program's package and its
-dependencies, installed or to be downloaded; gcc and libc6-dev for pause). A set is built in a
-scratch directory and renamed into place whole. ``images.json`` there names each image's ref,
-archive, digests and the package versions in it.
+is the sha256 of this script, scripts/oci.py and scripts/elf.py and the versions of the Debian
+packages the images are made from (each program's package and its dependencies, installed or to
+be downloaded; gcc and libc6-dev for pause). A set is built in a scratch directory and renamed
+into place whole, under a lock (testbed/cache.py: a second builder waits, then takes the first
+one's set). ``images.json`` there names each image's ref, archive, digests and the package
+versions in it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `scripts` from t
 
 from scripts import elf, gobuild, oci
 from scripts.gobuild import BuildError
+from testbed import cache
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTRY = "mco.many-core.io/test"
@@ -57,6 +58,7 @@ LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/
 #: What pause is compiled with: the versions of these (and their dependencies) are in the key.
 PAUSE_TOOLCHAIN = ("gcc", "libc6-dev")
 CREATED_BY = "scripts/build_images.py"
+KEEP_SETS = 3  # sets kept in the cache root (each about 20 MiB)
 IMAGE_TMP = "/tmp"  # noqa: S108 - a directory in the images (mode 1777), not a file on this host
 
 
@@ -459,8 +461,8 @@ def pause_image(debian: Debian, work: Path, out: Path) -> dict[str, Any]:
 
 
 def inputs() -> list[Path]:
-    """The files the images are made by (the Debian packages are keyed by version)."""
-    return [Path(__file__).resolve(), *(ROOT / "scripts" / f for f in ("oci.py", "elf.py", "gobuild.py"))]
+    """The files that decide the images' bytes (the Debian packages are keyed by version)."""
+    return [Path(__file__).resolve(), ROOT / "scripts" / "oci.py", ROOT / "scripts" / "elf.py"]
 
 
 def debian_inputs() -> list[str]:
@@ -474,7 +476,7 @@ def cache_key(known: dict[str, tuple[str, bool]]) -> str:
 
 
 def default_cache_root() -> Path:
-    return Path(os.environ.get("MCO_CACHE") or Path.home() / ".cache" / "mco") / "images"
+    return cache.base() / "images"
 
 
 def _complete(out: Path) -> dict[str, Any] | None:
@@ -487,13 +489,15 @@ def _complete(out: Path) -> dict[str, Any] | None:
     return {"dir": out, "images": images}
 
 
-def _build(final: Path, work: Path, debian: Debian) -> dict[str, Any]:
-    """Build the set in ``work/out`` with the archive paths it will have at ``final``."""
-    out = work / "out"
-    out.mkdir()
-    steps: dict[str, Callable[[], dict[str, Any]]] = {"pause": functools.partial(pause_image, debian, work, out)}
+def _build(final: Path, known: dict[str, tuple[str, bool]], scratch: Path) -> None:
+    """Fill ``scratch`` (renamed to ``final`` when this returns) with the archives and images.json,
+    which names them at ``final``. Downloads are unpacked in ``scratch/.work``, removed at the end."""
+    work = scratch / ".work"
+    work.mkdir()
+    debian = Debian(work, dict(known))
+    steps: dict[str, Callable[[], dict[str, Any]]] = {"pause": functools.partial(pause_image, debian, work, scratch)}
     for program in PROGRAMS:
-        steps[program.name] = functools.partial(program_image, program, debian, out)
+        steps[program.name] = functools.partial(program_image, program, debian, scratch)
     images: dict[str, Any] = {}
     seconds: dict[str, float] = {}
     for name, step in steps.items():
@@ -503,10 +507,10 @@ def _build(final: Path, work: Path, debian: Debian) -> dict[str, Any]:
         archive = Path(images[name]["archive"])
         images[name]["archive"] = str(final / archive.name)
         log(f"{images[name]['image']}: {archive.stat().st_size / 2**20:.1f} MiB in {seconds[name]} s")
-    (out / "images.json").write_text(json.dumps(images, indent=2) + "\n")
-    marker = {"seconds": seconds, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (out / gobuild.MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-    return marker
+    shutil.rmtree(work)
+    (scratch / "images.json").write_text(json.dumps(images, indent=2) + "\n")
+    built = {"seconds": seconds, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (scratch / "build.json").write_text(json.dumps(built, indent=2) + "\n")
 
 
 def images(*, cache_root: Path | None = None) -> dict[str, Any]:
@@ -518,20 +522,9 @@ def images(*, cache_root: Path | None = None) -> dict[str, Any]:
     found = _complete(final)
     if found is not None:
         return found
-    root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
-    try:
-        _build(final, work, Debian(work, dict(known)))
-        if final.exists() and _complete(final) is None:
-            shutil.rmtree(final)  # a set someone took files from
-        try:
-            os.rename(work / "out", final)
-        except OSError:
-            if _complete(final) is None:  # not another build's finished set
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    gobuild.prune(root, keep=final)
+    # a set someone took files from is built again; a builder that holds the lock makes others wait
+    cache.build_once(final, functools.partial(_build, final, known), rebuild=final.exists())
+    cache.prune(root, keep=KEEP_SETS)
     done = _complete(final)
     if done is None:
         raise BuildError(f"{final}: the build finished but its outputs are not all there")
