@@ -373,7 +373,7 @@ def run(
     preflight()
     runs = cache_root() / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    _remove_dead_runs(runs)
+    clean_runs()
     work = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=runs))
     try:
         initrd = work / "initrd"
@@ -414,9 +414,13 @@ def run(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _remove_dead_runs(runs: Path) -> None:
-    """Files of runs whose process is gone (killed before its cleanup)."""
-    for entry in runs.iterdir():
+def clean_runs() -> list[Path]:
+    """Remove the files of runs whose process is gone (killed before its own cleanup)."""
+    runs = cache_root() / "runs"
+    removed = []
+    for entry in runs.iterdir() if runs.is_dir() else ():
         pid = entry.name.split("-", 1)[0]
         if pid.isdigit() and not system.pid_alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
