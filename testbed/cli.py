@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from testbed import image, nodes, system
+from testbed import image, nodes, system, vm
 from testbed.errors import TestbedError
 
 
@@ -176,6 +176,50 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_vm_build(args: argparse.Namespace) -> int:
+    node = vm.ensure_node(rebuild=args.rebuild)
+    print(node.directory)
+    print((node.directory / "node.json").read_text(), end="")
+    return 0
+
+
+def cmd_vm_run(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise TestbedError("vm run needs a command: python -m testbed vm run -- CMD ARGS...")
+    files = {}
+    for spec in args.file or []:
+        guest, sep, host = spec.partition("=")
+        if not sep or not Path(host).exists():
+            raise TestbedError(f"--file {spec!r}: use GUEST=HOST with an existing HOST path")
+        files[guest] = Path(host)
+    payload = vm.Payload(command=tuple(command), files=files, python_packages=tuple(args.python or ()))
+    outcome = vm.run(vm.ensure_node(), payload, timeout=args.timeout, cpus=args.cpus, memory_mib=args.memory)
+    print(outcome.console, end="")
+    print(
+        f"testbed: guest exit {outcome.exit}, user space at {outcome.boot_seconds} s,"
+        f" {outcome.wall_seconds:.1f} s in all",
+        file=sys.stderr,
+    )
+    return 0 if outcome.exit == "0" else 1
+
+
+def add_vm_commands(parser: argparse.ArgumentParser) -> None:
+    """``vm build`` and ``vm run`` under ``parser``."""
+    sub = parser.add_subparsers(dest="vm_command", required=True)
+    p = sub.add_parser("build", help="build the node if its inputs changed; print its directory and inputs")
+    p.add_argument("--rebuild", action="store_true", help="build even when the node exists")
+    p.set_defaults(func=cmd_vm_build)
+    p = sub.add_parser("run", help="boot the node, run a command in it, print the console: run [options] -- CMD...")
+    p.add_argument("--file", action="append", metavar="GUEST=HOST", help="copy HOST to /mnt/GUEST (repeatable)")
+    p.add_argument("--python", action="append", metavar="PACKAGE", help="a host package for /mnt/python (repeatable)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds before QEMU is killed")
+    p.add_argument("--cpus", type=int, default=2)
+    p.add_argument("--memory", type=int, default=1024, metavar="MIB")
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_vm_run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bed", default=None, help="bed name (default $MCO_TESTBED_BED or 'dev')")
@@ -234,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", action="append", metavar="GROUP=NODE[,NODE]", help="add a group (repeatable)")
     p.add_argument("--write", metavar="PATH", help="write to PATH instead of stdout")
     p.set_defaults(func=cmd_inventory)
+
+    add_vm_commands(
+        sub.add_parser("vm", help="the QEMU (TCG) test node with its own kernel and pure cgroup v2 (docs/vm-node.md)")
+    )
     return parser
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import cache, cpio, vm
+from testbed import cache, cli, cpio, vm
 from testbed.errors import TestbedError
 
 
@@ -264,3 +264,16 @@ def test_the_cache_lives_outside_the_clone(monkeypatch: pytest.MonkeyPatch, tmp_
     assert vm.cache_root() == tmp_path / "vm"
     monkeypatch.delenv("MCO_CACHE")
     assert vm.cache_root() == Path.home() / ".cache" / "mco" / "vm"
+
+
+def test_the_cli_takes_a_vm_run_with_files_and_packages() -> None:
+    args = cli.build_parser().parse_args(
+        ["vm", "run", "--file", "guest.py=tests/vm/guest.py", "--python", "mco_py", "--timeout", "30", "--", "ls", "-l"]
+    )
+    assert (args.func, args.file, args.python, args.timeout) == (cli.cmd_vm_run, ["guest.py=tests/vm/guest.py"],
+                                                                 ["mco_py"], 30.0)  # fmt: skip
+    assert args.command == ["--", "ls", "-l"]
+    with pytest.raises(TestbedError, match="GUEST=HOST"):
+        cli.cmd_vm_run(cli.build_parser().parse_args(["vm", "run", "--file", "nohost", "--", "true"]))
+    with pytest.raises(TestbedError, match="needs a command"):
+        cli.cmd_vm_run(cli.build_parser().parse_args(["vm", "run"]))
