@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from testbed import system
+from testbed import cgroups, system
 from testbed.errors import TestbedError
 
 PREFIX = "mcotb-"
@@ -45,6 +45,16 @@ BED_PATTERN = re.compile(r"[a-z0-9]{1,20}")
 NODE_PATTERN = re.compile(r"[a-z][a-z0-9-]{0,30}")
 RESERVED_NODE_NAMES = ("ctl",)
 CAPABILITY_PATTERN = re.compile(r"CAP_[A-Z_]+")
+#: What a Kubernetes node (``NodeOptions.kube``) needs beyond nspawn's defaults: mounts and cgroup
+#: writes for runc, container and pod networks, /dev/kmsg (the kubelet's OOM watcher reads it), and
+#: the keyring calls runc makes for each container's session key. (CAP_SYS_RESOURCE is asked for,
+#: but this host's root has none to give: tests/cluster/kubelet.py keeps OOM scores at 0 and above.)
+KUBE_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SYS_RESOURCE", "CAP_SYSLOG")
+KUBE_SYSCALLS = "@keyring"
+#: containerd's store: its overlayfs snapshots cannot sit on the node's overlay root.
+CONTAINERD_DIR = "/var/lib/containerd"
+#: The unit that makes the node's cgroup v1 hierarchies writable (nspawn mounts them read-only).
+CGROUP_UNIT = "mco-testbed-cgroups.service"
 
 
 def state_root() -> Path:
@@ -99,6 +109,9 @@ class NodeOptions:
     """Extra capabilities for the node's init (e.g. CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)."""
     binds: tuple[str, ...] = ()
     """Extra ``SRC[:DST]`` bind mounts from the host."""
+    kube: bool = False
+    """Ready to run a kubelet and containers: its own cgroup v1 groups made writable inside
+    (testbed/cgroups.py), CAP_SYS_ADMIN, runc's session keyring, containerd's store off the overlay."""
 
     def nspawn_args(self) -> list[str]:
         args = []
@@ -106,8 +119,15 @@ class NodeOptions:
             if not Path("/dev/kvm").exists():
                 raise TestbedError("--kvm asked for /dev/kvm, but this host has no /dev/kvm")
             args.append("--bind=/dev/kvm")
-        if self.capabilities:
-            args.append(f"--capability={','.join(self.capabilities)}")
+        capabilities = list(self.capabilities)
+        if self.kube:
+            capabilities += [c for c in KUBE_CAPABILITIES if c not in capabilities]
+            args += [
+                f"--system-call-filter={KUBE_SYSCALLS}",
+                "--bind-ro=/dev/kmsg",
+            ]  # the kubelet's OOM watcher reads it
+        if capabilities:
+            args.append(f"--capability={','.join(capabilities)}")
         args.extend(f"--bind={bind}" for bind in self.binds)
         return args
 
@@ -336,6 +356,8 @@ class Bed:
         authorized.write_text(key.with_suffix(".pub").read_text())
         authorized.chmod(0o600)
         (root / "etc" / "hostname").write_text(f"{state.name}\n")
+        if state.options.get("kube"):
+            _write_cgroup_unit(root)
         self._write_hosts()
 
     def _write_hosts(self) -> None:
@@ -364,6 +386,11 @@ class Bed:
             "--link-journal=no",
             *options.nspawn_args(),
         ]
+        if options.kube:
+            store = self.node_dir(state.name) / "containerd"
+            store.mkdir(exist_ok=True)
+            argv.append(f"--bind={store}:{CONTAINERD_DIR}")
+            argv = cgroups.enter_argv(cgroups.create(self.name, state.name), argv)
         return system.spawn_detached(argv, console)
 
     def wait_ready(self, node: str, *, timeout: float = DEFAULT_READY_TIMEOUT) -> str:
@@ -444,8 +471,11 @@ class Bed:
         for pid in pids:
             system.stop_process(pid)
         self._remove_netns(self.node_netns(node))
+        busy = cgroups.remove(self.name, node)
         node_dir = self.node_dir(node)
         system.remove_tree(node_dir)
+        if busy:
+            raise TestbedError(f"node {node}: cgroups still busy after its processes stopped: {', '.join(busy)}")
 
     def _remove_netns(self, name: str) -> None:
         inode = system.netns_inode(name)
@@ -556,6 +586,7 @@ class Bed:
                 if pid in nspawn or any(f"{self.dir}/forward-" in arg for arg in argv)
             ],
             "state": [str(self.dir)] if self.dir.exists() else [],
+            "cgroups": cgroups.leftovers(self.name),
         }
 
     def status(self) -> list[dict[str, Any]]:
@@ -589,7 +620,31 @@ def leftovers(root: Path | None = None) -> dict[str, list[str]]:
         forwarder = any(a.startswith(("UNIX-LISTEN:", "UNIX-CONNECT:")) and f"{root}/" in a for a in argv)
         if nspawn or forwarder:
             procs.append(f"{pid} {' '.join(argv)}")
-    return {"netns": netns, "mounts": mounts, "processes": procs}
+    return {"netns": netns, "mounts": mounts, "processes": procs, "cgroups": cgroups.leftovers()}
+
+
+def _write_cgroup_unit(root: Path) -> None:
+    """Install and enable, in a node's root, the unit that remounts its cgroup v1 hierarchies
+    read-write (the mounts only: the groups are the node's own, see testbed/cgroups.py)."""
+    unit = root / "etc" / "systemd" / "system" / CGROUP_UNIT
+    unit.write_text(
+        "[Unit]\n"
+        "Description=Writable cgroup v1 hierarchies for the kubelet and runc (MCO test bed)\n"
+        "DefaultDependencies=no\n"
+        "Before=containerd.service kubelet.service\n\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "RemainAfterExit=yes\n"
+        'ExecStart=/bin/sh -c \'awk "/ - cgroup / && !/name=/ {print \\$5}" /proc/self/mountinfo'
+        ' | while read -r m; do mount -o remount,bind,rw "$m"; done\'\n\n'
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+    wants = root / "etc" / "systemd" / "system" / "multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    link = wants / CGROUP_UNIT
+    if not link.is_symlink():
+        link.symlink_to(f"/etc/systemd/system/{CGROUP_UNIT}")
 
 
 def all_beds(root: Path | None = None) -> list[str]:

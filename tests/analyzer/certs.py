@@ -62,6 +62,22 @@ class TestCA:
         )
         self.path = directory / "ca.pem"
         self.path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
+        key_path = directory / "ca-key.pem"  # for another process to sign with (TestCA.load)
+        key_path.write_bytes(_key_pem(self.key))
+        key_path.chmod(0o600)
+
+    @classmethod
+    def load(cls, directory: Path) -> TestCA:
+        """The CA an earlier TestCA(directory) made (e.g. a running tests.cluster's), to issue more."""
+        ca = cls.__new__(cls)
+        ca.dir = directory
+        ca.path = directory / "ca.pem"
+        ca.cert = x509.load_pem_x509_certificate(ca.path.read_bytes())
+        key = serialization.load_pem_private_key((directory / "ca-key.pem").read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise TypeError(f"{directory / 'ca-key.pem'}: not an EC key")
+        ca.key = key
+        return ca
 
     def issue(
         self,

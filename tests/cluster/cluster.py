@@ -40,6 +40,7 @@ from tests.analyzer.certs import TestCA
 SERVICE_CIDR = "10.96.0.0/24"
 SERVICE_IP = "10.96.0.1"
 ADMIN = "mco-test-admin"
+KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 #: Node capacity given to every fake node.
 NODE_CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"}
 
@@ -177,6 +178,8 @@ class RealCluster:
             ips=sorted({"127.0.0.1", self.host, SERVICE_IP}),
         )
         self.admin = self.ca.issue("admin", ADMIN, [], server=False, organization="system:masters")
+        # the API server's identity towards kubelets (logs, exec): kubelets allow it by RBAC (kubelet.py)
+        self.kubelet_client = self.ca.issue("apiserver-kubelet-client", KUBELET_CLIENT, [], server=False)
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.sa_key = pki / "sa.key"
         self.sa_pub = pki / "sa.pub"
@@ -231,8 +234,14 @@ class RealCluster:
                 f"--tls-cert-file={self.server.cert}",
                 f"--tls-private-key-file={self.server.key}",
                 f"--client-ca-file={self.ca.path}",
+                f"--kubelet-client-certificate={self.kubelet_client.cert}",
+                f"--kubelet-client-key={self.kubelet_client.key}",
+                f"--kubelet-certificate-authority={self.ca.path}",
+                "--kubelet-preferred-address-types=InternalIP",  # no DNS for node names here
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
+                # Node: kubelets of booted test nodes (tests/cluster/kubelet.py) act as system:node:<name>
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={self.sa_pub}",
                 f"--service-account-signing-key-file={self.sa_key}",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import image, nodes, system
+from testbed import cgroups, image, nodes, system
 
 REPO = Path(__file__).resolve().parents[2]
 CAN_BOOT = os.geteuid() == 0 and all(shutil.which(t) for t in ("systemd-nspawn", "debootstrap", "ip", "socat"))
@@ -41,7 +41,7 @@ def bed(request: pytest.FixtureRequest) -> Iterator[nodes.Bed]:
     bed = nodes.Bed(f"pt{os.getpid() % 100000}{len(request.node.name) % 10}{int(time.time()) % 1000}")
     yield bed
     bed.down_all()
-    assert bed.leftovers() == {"netns": [], "mounts": [], "processes": [], "state": []}
+    assert bed.leftovers() == CLEAN
 
 
 def run_cli(bed: nodes.Bed, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -55,9 +55,12 @@ def run_cli(bed: nodes.Bed, *args: str, check: bool = True) -> subprocess.Comple
     )
 
 
+CLEAN = {"netns": [], "mounts": [], "processes": [], "state": [], "cgroups": []}
+
+
 def assert_clean(bed: nodes.Bed) -> None:
     left = bed.leftovers()
-    assert left == {"netns": [], "mounts": [], "processes": [], "state": []}, left
+    assert left == CLEAN, left
 
 
 def test_node_boots_answers_over_ssh_and_leaves_nothing_behind(node_image: Path, bed: nodes.Bed) -> None:
@@ -117,6 +120,23 @@ def test_capabilities_and_kvm_reach_the_node(node_image: Path, bed: nodes.Bed) -
     assert cap_eff & (1 << 38), f"CAP_PERFMON missing from {status}"  # CAP_PERFMON = 38
     if Path("/dev/kvm").exists():
         assert run_cli(bed, "ssh", "node-a", "--", "test", "-c", "/dev/kvm", check=False).returncode == 0
+
+
+def test_kube_node_has_its_own_cgroups_writable_inside_and_removed_with_it(node_image: Path, bed: nodes.Bed) -> None:
+    """--kube: the node's v1 groups are the host's mco-testbed/<bed>/<node>, seen as / and writable inside."""
+    run_cli(bed, "up", "node-a", "--kube")
+    groups = cgroups.node_groups(bed.name, "node-a", cgroups.v1_hierarchies())
+    assert groups
+    assert all(g.is_dir() for g in groups), groups
+    script = "mkdir /sys/fs/cgroup/cpu/probe && cat /proc/self/cgroup | grep ':cpu:' && rmdir /sys/fs/cgroup/cpu/probe"
+    seen = run_cli(bed, "ssh", "node-a", "--", script).stdout  # ssh hands the remote shell one command line
+    assert "1:cpu:/" in seen, seen  # the node's own group is its root
+    cap_eff = int(run_cli(bed, "ssh", "node-a", "--", "grep", "CapEff", "/proc/1/status").stdout.split()[1], 16)
+    assert cap_eff & (1 << 21), hex(cap_eff)  # CAP_SYS_ADMIN
+    assert cap_eff & (1 << 12), hex(cap_eff)  # CAP_NET_ADMIN
+    run_cli(bed, "down", "node-a")
+    assert not any(g.exists() for g in groups), groups
+    assert cgroups.leftovers(bed.name) == []
 
 
 def kill_up_midway(bed: nodes.Bed, node: str) -> None:
