@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup test proto run stop report diagnostics clean collection schedulers
+.PHONY: help setup test proto run stop report diagnostics clean collection schedulers images
 
 help:
 	@echo "make run    - set up, deploy MCO to this host (standalone) and show the report"
@@ -15,6 +15,7 @@ help:
 	@echo "make proto  - regenerate the gRPC stubs from proto/"
 	@echo "make collection - build the Ansible collection manycore.mco into dist/"
 	@echo "make schedulers - build vc-scheduler and kube-scheduler with mco-plugin, and their image archives"
+	@echo "make images - build the test pods' image archives (docs/images.md)"
 
 setup:
 	@scripts/setup.sh
@@ -34,6 +35,10 @@ collection: setup
 # cached in ~/.cache/mco/scheduler-bin/<key>/ (docs/scheduling.md).
 schedulers: setup
 	@$(PY) scripts/build_schedulers.py --print
+
+# pause, redis, stress-ng and memcached image archives for the test nodes' containerd (docs/images.md).
+images: setup
+	@$(PY) scripts/build_images.py --print
 
 clean:
 	rm -rf $(VENV) dist collections/ansible_collections collections/.installed .pytest_cache .mypy_cache .ruff_cache
