@@ -122,8 +122,8 @@ def node_key(kernel: Package, busybox: Package, image_name: str) -> str:
 
 
 def ensure_node(*, rebuild: bool = False) -> Node:
-    """The node for the current inputs, built first when missing (about a minute, more when the
-    booted-node image must be built too); older nodes are removed after a build."""
+    """The node for the current inputs, built first when missing (the booted-node image too, when
+    that is missing); older nodes are removed after a build (docs/vm-node.md has the times)."""
     if os.geteuid() != 0:
         raise TestbedError("the VM node is built as root (it copies the node image, whose files root owns)")
     kernel, busybox = resolve_packages()
@@ -140,7 +140,7 @@ def ensure_node(*, rebuild: bool = False) -> Node:
 
 
 def _build(scratch: Path, kernel: Package, busybox: Package, tree: Path) -> None:
-    print(f"testbed: building the VM node ({kernel}, {busybox}, root disk from {tree.name}); takes ~1 min once")
+    print(f"testbed: building the VM node ({kernel}, {busybox}, root disk from {tree.name}), once for these inputs")
     with tempfile.TemporaryDirectory(prefix="mco-vm-debs-") as tmp:
         work = Path(tmp)
         work.chmod(0o755)  # apt's download sandbox user must be able to write here

@@ -1,8 +1,8 @@
 """The node guard's cgroup v2 writers against real cgroups: a TCG guest with its own kernel
 (testbed/vm.py), one boot per test, tests/vm/guest.py measuring inside. CPU figures come from
 cpu.stat, memory from memory.current and memory.events, I/O from the writer and io.stat.
-The guest's CPU is emulated (about 16 times slower than the host) and shares the host's two
-cores: the bounds are wide; the semantics are the kernel's own."""
+The guest's CPU is emulated, much slower than the host's (docs/vm-node.md), and shares the
+host's two cores: the bounds are wide; the semantics are the kernel's own."""
 
 from __future__ import annotations
 
