@@ -16,8 +16,10 @@ description:
     less if the server caps it.
   - Writes a kubeconfig with the same server and CA and only that token into
     O(dest_dir) (mode 0600), named after the account and the server, and returns its path.
-  - Keeps the file (no request) while its token belongs to that account and server and
-    has more than a third of O(expiration_seconds) left, unless O(renew).
+  - Keeps the file (no request) while its token belongs to that account (the same UID: a
+    ServiceAccount deleted and made again, as by an uninstall and a new install, invalidates
+    its old tokens) and server and has more than a third of O(expiration_seconds) left,
+    unless O(renew).
   - Never returns the token.
 version_added: "0.1.0"
 author: Many-Core Orchestrator authors
@@ -92,9 +94,9 @@ def jwt_claims(token: str) -> dict[str, Any]:
     return claims if isinstance(claims, dict) else {}
 
 
-def current_is_good(path: str, server: str, subject: str, now: float, keep_above: float) -> float | None:
-    """The expiry of the token in ``path`` when it is for ``subject`` at ``server`` with more than
-    ``keep_above`` seconds left; else None."""
+def current_is_good(path: str, server: str, subject: str, uid: str, *, now: float, keep_above: float) -> float | None:
+    """The expiry of the token in ``path`` when it is for ``subject`` (ServiceAccount UID ``uid``) at
+    ``server`` with more than ``keep_above`` seconds left; else None."""
     import yaml  # noqa: PLC0415 - a dependency of Ansible itself
 
     try:
@@ -106,7 +108,10 @@ def current_is_good(path: str, server: str, subject: str, now: float, keep_above
         return None
     claims = jwt_claims(token)
     expires = claims.get("exp")
+    account = (claims.get("kubernetes.io") or {}).get("serviceaccount") or {}
     if cluster.get("server") != server or claims.get("sub") != subject or not isinstance(expires, int | float):
+        return None
+    if account.get("uid") != uid:  # made for an earlier account of that name: the server refuses it
         return None
     return float(expires) if expires - now > keep_above else None
 
@@ -144,8 +149,10 @@ def main() -> None:
     subject = f"system:serviceaccount:{p['namespace']}:{p['service_account']}"
     name = f"{p['namespace']}.{p['service_account']}.{hashlib.sha1(server.encode()).hexdigest()[:8]}.kubeconfig"  # noqa: S324 - a file name
     path = os.path.join(p["dest_dir"], name)
+    core = client.CoreV1Api(api)
+    uid = _account_uid(module, core, p["namespace"], p["service_account"])
     now = time.time()
-    kept = current_is_good(path, server, subject, now, p["expiration_seconds"] / 3)
+    kept = current_is_good(path, server, subject, uid, now=now, keep_above=p["expiration_seconds"] / 3)
     if kept is not None and not p["renew"]:
         module.exit_json(changed=False, path=path, expires=_rfc3339(kept), renewed=False)
     if module.check_mode:
@@ -153,7 +160,7 @@ def main() -> None:
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
             "spec": {"expirationSeconds": p["expiration_seconds"]}}  # fmt: skip
     try:
-        reply = client.CoreV1Api(api).create_namespaced_service_account_token(
+        reply = core.create_namespaced_service_account_token(
             p["service_account"], p["namespace"], body, _preload_content=False
         )
         status = json.loads(reply.data)["status"]
@@ -184,6 +191,20 @@ def main() -> None:
         json.dump(doc, handle, indent=2)
     os.replace(tmp, path)
     module.exit_json(changed=True, path=path, expires=status.get("expirationTimestamp", ""), renewed=True)
+
+
+def _account_uid(module: AnsibleModule, core: Any, namespace: str, name: str) -> str:
+    """The ServiceAccount's UID (its tokens name it); fails the module, saying what to check."""
+    from kubernetes.client.rest import ApiException  # noqa: PLC0415
+
+    try:
+        return str(core.read_namespaced_service_account(name, namespace).metadata.uid)
+    except ApiException as exc:
+        module.fail_json(
+            msg=f"cannot read ServiceAccount {namespace}/{name}: HTTP {exc.status} {exc.reason}; does the "
+            "ServiceAccount exist (role mco_crds) and may the kubeconfig read serviceaccounts?"
+        )
+    raise AssertionError("fail_json returns no more")
 
 
 def _rfc3339(epoch: float) -> str:

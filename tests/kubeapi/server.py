@@ -420,8 +420,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _token_request(self, route: _Route, body: bytes) -> None:
         """TokenRequest for a ServiceAccount that exists: a JWT-shaped token (unsigned; this server
-        authenticates no one but its own ``token``) whose claims carry ``sub`` and ``exp`` as the
-        real one's do. ``expirationSeconds`` below 600 is refused, as the real server does."""
+        authenticates no one but its own ``token``) whose claims carry ``sub``, ``exp`` and the
+        account's name and UID (``kubernetes.io.serviceaccount``) as the real one's do.
+        ``expirationSeconds`` below 600 is refused, as the real server does."""
         account = self.api.store.get(route.rt, route.namespace or "", route.name or "")  # 404 when absent
         request = json.loads(body or b"{}")
         seconds = int((request.get("spec") or {}).get("expirationSeconds") or 3600)
@@ -431,7 +432,16 @@ class _Handler(BaseHTTPRequestHandler):
             raise E.invalid("authentication.k8s.io", "TokenRequest", route.name or "", [error])
         now = int(time.time())
         subject = f"system:serviceaccount:{route.namespace}:{account['metadata']['name']}"
-        claims = {"aud": ["https://kubernetes.default.svc"], "exp": now + seconds, "iat": now, "sub": subject}
+        claims = {
+            "aud": ["https://kubernetes.default.svc"],
+            "exp": now + seconds,
+            "iat": now,
+            "sub": subject,
+            "kubernetes.io": {
+                "namespace": route.namespace,
+                "serviceaccount": {"name": account["metadata"]["name"], "uid": account["metadata"]["uid"]},
+            },
+        }
 
         def part(obj: dict[str, Any]) -> str:
             return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")

@@ -63,6 +63,14 @@ def test_writes_keeps_and_renews_a_token_kubeconfig_without_showing_the_token(ap
     assert (kept["changed"], kept["renewed"], kept["path"]) == (False, False, first["path"]), out
     assert yaml.safe_load(path.read_text())["users"][0]["user"]["token"] == token
 
+    # the account deleted and made again (an uninstall, then an install): its old token is refused
+    core = client.CoreV1Api(config.new_client_from_config(str(api)))
+    core.delete_namespaced_service_account("mco-analyzer", "mco-system")
+    core.create_namespaced_service_account("mco-system", {"metadata": {"name": "mco-analyzer"}})
+    remade, out = module(api, dest, expiration_seconds=3600)
+    assert remade["renewed"], out
+    assert yaml.safe_load(path.read_text())["users"][0]["user"]["token"] != token
+
     renewed, _ = module(api, dest, expiration_seconds=3600, renew=True)
     assert renewed["changed"]
     # asking for a term over three times the token's: less than a third of it is left, so it is renewed
