@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
-ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax go pytest hostile run cluster molecule molecule-booted"
+ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax go pytest vm hostile run cluster molecule molecule-booted"
 export TIERS=${TIERS:-$ALL_TIERS}  # exported: tiers that are shell functions run in a child bash
 LANE2="molecule molecule-booted"  # about as long as the rest (warm, e951c0d: 19.9 min and 18.5 min)
 JOBS=${MCO_TEST_JOBS:-2}
@@ -125,7 +125,9 @@ tier() {
       else skip_tier syntax "no playbooks yet"; fi ;;
     # scheduler/ (Go): a cold race build of the Kubernetes and Volcano packages takes minutes, then cached
     go) run_tier go 900 tier_go ;;
-    pytest) run_tier pytest 1200 pytest -p no:cacheprovider --durations=20 -m "not cluster and not hostile and not run" ;;
+    pytest) run_tier pytest 1200 pytest -p no:cacheprovider --durations=20 -m "not cluster and not hostile and not run and not vm" ;;
+    # The guard's cgroup v2 writers on a pure-v2 kernel of its own (QEMU TCG; docs/vm-node.md).
+    vm) run_tier vm 420 pytest -p no:cacheprovider --durations=20 -m vm tests/vm ;;
     # Attacks on a running service, each with a memory, fd and log budget (docs/security.md).
     hostile) run_tier hostile 300 pytest -p no:cacheprovider -m hostile tests/hostile ;;
     # `make run` on this host and the docs' host commands on it, then the runbook's uninstall.
@@ -172,6 +174,9 @@ tier_build() {
   if wants pytest cluster molecule molecule-booted; then
     python scripts/build_images.py || rc=1  # test pods' images: pytest's containerd test, the kubelet nodes
   fi
+  if wants vm; then
+    python -m testbed vm build >/dev/null || rc=1  # the TCG node (kernel, initramfs, root disk from the image)
+  fi
   if wants cluster molecule molecule-booted; then
     python -m tests.cluster.build || rc=1
     python scripts/build_schedulers.py || rc=1  # MCO's vc-scheduler and kube-scheduler (cluster tier)
@@ -186,7 +191,7 @@ tier_build() {
 began=$SECONDS
 # stopped from outside: stop the running tiers too (`timeout` passes TERM on; molecule destroys)
 trap '[ -n "${lane2_pid:-}" ] && pkill -TERM -P "$lane2_pid"; pkill -TERM -P $$; wait; exit 130' INT TERM
-if wants pytest cluster molecule molecule-booted; then
+if wants pytest vm cluster molecule molecule-booted; then
   # cold: 9-13 min for the Go binaries (2 cores) beside the debootstrap image; warm: seconds
   run_tier build 1800 tier_build
 fi

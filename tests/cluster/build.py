@@ -54,7 +54,6 @@ TOOLS: dict[str, tuple[str, str]] = {
     "kube-controller-manager": ("k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes"),
     "kubectl": ("k8s.io/kubernetes/cmd/kubectl", "k8s.io/kubernetes"),
     "kubelet": ("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes"),
-    "kube-proxy": ("k8s.io/kubernetes/cmd/kube-proxy", "k8s.io/kubernetes"),
     "vc-scheduler": ("volcano.sh/volcano/cmd/scheduler", "volcano.sh/volcano"),
     "vc-controller-manager": ("volcano.sh/volcano/cmd/controller-manager", "volcano.sh/volcano"),
 }
@@ -142,7 +141,7 @@ def volcano_installer(bins: Mapping[str, Path]) -> Path:
 
 def binaries(*, cache_root: Path | None = None) -> dict[str, Path]:
     """Paths of etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kubelet,
-    kube-proxy, vc-scheduler and vc-controller-manager; builds them first unless the cache has the set already.
+    vc-scheduler and vc-controller-manager; builds them first unless the cache has the set already.
 
     Raises BuildError when Go is missing or a build fails.
     """

@@ -8,12 +8,11 @@
 //   kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager v1.34.1
 //   kubectl                k8s.io/kubernetes/cmd/kubectl              v1.34.1
 //   kubelet                k8s.io/kubernetes/cmd/kubelet              v1.34.1 (booted test nodes)
-//   kube-proxy             k8s.io/kubernetes/cmd/kube-proxy           v1.34.1 (booted test nodes)
 //   vc-scheduler           volcano.sh/volcano/cmd/scheduler           v1.14.1
 //   vc-controller-manager  volcano.sh/volcano/cmd/controller-manager  v1.14.1
 //
 // Volcano v1.14.1 is built against Kubernetes v1.34.1, so one go.mod (one version of
-// every k8s.io module, one build cache) serves all nine programs.
+// every k8s.io module, one build cache) serves all eight programs.
 //
 // Why the replaces: Go ignores the replace directives of dependencies, and all three
 // upstreams rely on theirs, so they are repeated here.
@@ -80,7 +79,6 @@ tool (
 	go.etcd.io/etcd/server/v3
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
-	k8s.io/kubernetes/cmd/kube-proxy
 	k8s.io/kubernetes/cmd/kube-scheduler
 	k8s.io/kubernetes/cmd/kubectl
 	k8s.io/kubernetes/cmd/kubelet

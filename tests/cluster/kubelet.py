@@ -96,6 +96,9 @@ def kubelet_config(address: str) -> dict[str, object]:
         "imageGCLowThresholdPercent": 98,
         "serializeImagePulls": False,
         "nodeStatusReportFrequency": "10s",
+        # each pod sync also rewrites the QoS-level groups (pkg/kubelet/cm/qos_container_manager_linux.go;
+        # else every minute): a test that watches the guard's limits for 20 s sees a few of both
+        "syncFrequency": "10s",
         "oomScoreAdj": 0,  # -999 needs CAP_SYS_RESOURCE, which this host's root lacks (docs/testbed.md)
     }
 
