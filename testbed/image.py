@@ -10,23 +10,18 @@ one another instead of building twice.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import os
 import re
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from testbed import system
+from testbed import cache, system
 from testbed.errors import TestbedError
 
 log = logging.getLogger(__name__)
 
 SUITE = "bookworm"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
 PACKAGES_FILE = Path(__file__).with_name("packages.txt")
 #: Bumped by hand when the build steps change in a way the source hash would not show.
 IMAGE_FORMAT = "1"
@@ -73,7 +68,8 @@ def image_path(root: Path | None = None, packages_file: Path = PACKAGES_FILE) ->
 
 
 def host_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
-    """The Debian mirror this host's apt uses for bookworm (MCO_TESTBED_MIRROR overrides)."""
+    """The Debian mirror this host's apt uses for bookworm (MCO_TESTBED_MIRROR overrides). Raises
+    TestbedError when this host's apt has none: a node image comes from the mirror the host uses."""
     override = os.environ.get("MCO_TESTBED_MIRROR")
     if override:
         return override
@@ -96,18 +92,10 @@ def host_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
     for uri in candidates:
         if uri.rstrip("/").endswith("/debian"):
             return uri.rstrip("/")
-    return DEFAULT_MIRROR
-
-
-@contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / "build.lock").open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    raise TestbedError(
+        f"no Debian {SUITE} source in {sources_dir} (sources.list, sources.list.d/*.list or *.sources): add the "
+        f"mirror this host uses, or set MCO_TESTBED_MIRROR to a Debian mirror's URL (the one ending in /debian)"
+    )
 
 
 def ensure_image(*, root: Path | None = None, packages_file: Path = PACKAGES_FILE, rebuild: bool = False) -> Path:
@@ -117,24 +105,14 @@ def ensure_image(*, root: Path | None = None, packages_file: Path = PACKAGES_FIL
     if target.is_dir() and not rebuild:
         return target
     system.preflight()
-    with _locked(root):
-        for stale in root.glob(".build-*"):
-            log.info("removing an interrupted image build: %s", stale)
-            system.remove_tree(stale)
-        if target.is_dir() and not rebuild:
-            return target  # another process built it while we waited for the lock
-        scratch = root / f".build-{target.name}-{os.getpid()}"
-        started = time.monotonic()
-        try:
-            _build(scratch, read_packages(packages_file), host_mirror())
-            (scratch / "etc" / "mco-testbed-image").write_text(f"{target.name}\n")
-            if target.exists():
-                system.remove_tree(target)
-            scratch.rename(target)
-        finally:
-            system.remove_tree(scratch)
-        log.info("built %s in %.0f s", target, time.monotonic() - started)
-    return target
+    mirror = host_mirror()
+    packages = read_packages(packages_file)
+
+    def build(scratch: Path) -> None:
+        _build(scratch, packages, mirror)
+        (scratch / "etc" / "mco-testbed-image").write_text(f"{target.name}\n")
+
+    return cache.build_once(target, build, rebuild=rebuild)
 
 
 def prune_images(*, root: Path | None = None, keep: Path | None = None) -> list[Path]:
@@ -143,7 +121,7 @@ def prune_images(*, root: Path | None = None, keep: Path | None = None) -> list[
     keep = keep or image_path(root)
     in_use = Path("/proc/self/mountinfo").read_text()
     removed = []
-    with _locked(root):
+    with cache.locked(root):
         for candidate in sorted(root.glob("image-*")):
             if candidate != keep and f"lowerdir={candidate}" not in in_use:
                 system.remove_tree(candidate)

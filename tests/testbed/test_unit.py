@@ -153,7 +153,8 @@ def test_mirror_comes_from_the_host_apt_sources(tmp_path: Path, monkeypatch: pyt
     )
     assert image.host_mirror(tmp_path) == "http://mirror.example/debian"
     (tmp_path / "sources.list.d" / "debian.sources").unlink()
-    assert image.host_mirror(tmp_path) == image.DEFAULT_MIRROR
+    with pytest.raises(TestbedError, match="MCO_TESTBED_MIRROR"):  # no mirror's name is written into the repo
+        image.host_mirror(tmp_path)
     monkeypatch.setenv("MCO_TESTBED_MIRROR", "http://override/debian")
     assert image.host_mirror(tmp_path) == "http://override/debian"
 
