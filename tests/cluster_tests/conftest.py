@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from mco_py.model import Sample
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from tests.cluster.build import BuildError, binaries, volcano_crds
 from tests.cluster.cluster import RealCluster, extender_config, free_port, volcano_conf
+from tests.docs.doc_commands import select
 from tests.rpc import wire
 from tests.rules_fixtures import quick_rules_text
 
@@ -344,6 +346,80 @@ def failure_messages(document: dict[str, Any]) -> list[str]:
         for result in task["hosts"].values()
         if result.get("failed")
     ]
+
+
+def item_messages(document: dict[str, Any]) -> list[str]:
+    """The messages of the failed items of looped tasks in an ansible.posix.json report."""
+    return [
+        str(item.get("msg", ""))
+        for play in document.get("plays", [])
+        for task in play["tasks"]
+        for result in task["hosts"].values()
+        for item in result.get("results", [])
+        if isinstance(item, dict) and item.get("failed")
+    ]
+
+
+@dataclass
+class RunbookBed:
+    """A real cluster and the operator's inventory (``$INV``) on which a runbook section's commands run
+    as the docs write them (tests of a role against the real control plane subclass it)."""
+
+    cluster: RealCluster
+    workdir: Path
+    inventory: Path
+
+    def kubectl(self, *args: str, check: bool = True, **kw: Any) -> str:
+        return self.cluster.kubectl(*args, check=check, **kw)
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json"))
+
+    def run(self, command: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+        """A command as the docs write it (placeholders filled): ansible-playbook with its JSON report,
+        or kubectl (the cluster's, with the admin kubeconfig)."""
+        argv = shlex.split(command)
+        if argv[0] == "kubectl":
+            argv[0] = str(self.cluster.bins["kubectl"])
+        env = {
+            **os.environ,
+            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+            "TMPDIR": str(self.workdir),
+            "KUBECONFIG": str(self.cluster.admin_kubeconfig),
+        }
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+        document: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+        return proc, document
+
+    def play(self, command: str) -> dict[str, Any]:
+        """Run an ansible-playbook command that must succeed; the recap of localhost."""
+        proc, document = self.run(command)
+        assert proc.returncode == 0, "\n".join(failure_messages(document)) or proc.stdout[-6000:] + proc.stderr[-3000:]
+        stats: dict[str, Any] = document["stats"]["localhost"]
+        return stats
+
+    def playbook(self, playbook: Path, extra: dict[str, Any] | None = None) -> str:
+        """An ansible-playbook command line with this inventory."""
+        command = f"{Path(sys.executable).parent / 'ansible-playbook'} -i {self.inventory} {playbook}"
+        return command + (f" -e {shlex.quote(json.dumps(extra))}" if extra else "")
+
+    def commands(self, section: str, match: str) -> list[str]:
+        """docs/runbooks.md's commands of ``section`` that ``match`` finds, ``$INV`` filled."""
+        return select(ROOT / "docs" / "runbooks.md", section, match, {"$INV": str(self.inventory)})
+
+    def runbook(self, section: str, what: str, *, setting: str = "") -> str:
+        """The section's one ansible-playbook command that ``what`` picks: ``check`` (with --check),
+        ``plain`` (neither --check nor -e) or ``setting`` (the one that sets ``setting``)."""
+        commands = self.commands(section, r"ansible-playbook")
+        chosen = {
+            "check": [c for c in commands if "--check" in c],
+            "plain": [c for c in commands if "--check" not in c and " -e " not in c],
+            "setting": [c for c in commands if setting and setting in c],
+        }[what]
+        assert len(chosen) == 1, commands
+        return chosen[0]
 
 
 PLAYBOOK = Path(__file__).parent / "playbooks" / "k8s_objects.yml"

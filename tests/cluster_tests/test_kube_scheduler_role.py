@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shlex
 import ssl
-import subprocess
 import sys
 import time
 import urllib.error
@@ -40,13 +37,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from scripts.build_schedulers import schedulers
 from scripts.gobuild import BuildError
 from tests.cluster.cluster import RealCluster
-from tests.cluster_tests.conftest import failure_messages, wait_until
-from tests.docs.doc_commands import select
+from tests.cluster_tests.conftest import RunbookBed, item_messages, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNBOOKS = ROOT / "docs" / "runbooks.md"
 SECTION = "kube-scheduler: a second scheduler with mco-plugin"
 UNINSTALL = Path(__file__).parent / "playbooks" / "kube_scheduler_uninstall.yml"
 NS = "mco-system"
@@ -117,19 +112,10 @@ def _node(name: str, level: str, score: float, psi_io: float) -> dict[str, Any]:
 
 
 @dataclass
-class Bed:
+class Bed(RunbookBed):
     """The cluster (MCO's kube-scheduler binary as its ``kube-scheduler``) and the operator's inventory ($INV)."""
 
-    cluster: RealCluster
-    workdir: Path
-    inventory: Path
     theirs: dict[tuple[str, str, str], str]
-
-    def kubectl(self, *args: str, check: bool = True, **kw: Any) -> str:
-        return self.cluster.kubectl(*args, check=check, **kw)
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.kubectl(*args, "-o", "json"))
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         args = [kind, name, "--ignore-not-found", "-o", "json"] + (["-n", namespace] if namespace else [])
@@ -139,35 +125,6 @@ class Bed:
     def versions(self, objects: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
         """resourceVersion of each object that exists."""
         return {o: found["metadata"]["resourceVersion"] for o in objects if (found := self.get(*o)) is not None}
-
-    def run(self, command: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-        """A command as the docs write it (placeholders filled): ansible-playbook with its JSON report,
-        or kubectl (the cluster's, with the admin kubeconfig)."""
-        argv = shlex.split(command)
-        if argv[0] == "kubectl":
-            argv[0] = str(self.cluster.bins["kubectl"])
-        env = {
-            **os.environ,
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-            "TMPDIR": str(self.workdir),
-            "KUBECONFIG": str(self.cluster.admin_kubeconfig),
-        }
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
-        document: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
-        return proc, document
-
-    def play(self, command: str) -> dict[str, Any]:
-        """Run an ansible-playbook command that must succeed; the recap of localhost."""
-        proc, document = self.run(command)
-        assert proc.returncode == 0, "\n".join(failure_messages(document)) or proc.stdout[-6000:] + proc.stderr[-3000:]
-        stats: dict[str, Any] = document["stats"]["localhost"]
-        return stats
-
-    def playbook(self, playbook: Path, extra: dict[str, Any] | None = None) -> str:
-        command = f"{Path(sys.executable).parent / 'ansible-playbook'} -i {self.inventory} {playbook}"
-        return command + (f" -e {shlex.quote(json.dumps(extra))}" if extra else "")
 
     def report(self, nodes: list[dict[str, Any]]) -> None:
         """Write the report's status now, as the analyzer would."""
@@ -277,31 +234,14 @@ def bed(cluster_binaries: dict[str, Path], tmp_path_factory: pytest.TempPathFact
 
 
 def _commands(bed: Bed, match: str) -> list[str]:
-    return select(RUNBOOKS, SECTION, match, {"$INV": str(bed.inventory)})
+    return bed.commands(SECTION, match)
 
 
 def _runbook(bed: Bed, what: str) -> str:
     """The runbook's ansible-playbook command that ``what`` picks (check, plain, off)."""
-    commands = _commands(bed, r"ansible-playbook")
-    chosen = {
-        "check": [c for c in commands if "--check" in c],
-        "plain": [c for c in commands if "--check" not in c and " -e " not in c],
-        "off": [c for c in commands if "mco_kube_scheduler_enabled=false" in c],
-    }[what]
-    assert len(chosen) == 1, commands
-    return chosen[0]
-
-
-def _item_messages(document: dict[str, Any]) -> list[str]:
-    """The messages of the failed items of looped tasks in an ansible.posix.json report."""
-    return [
-        str(item.get("msg", ""))
-        for play in document.get("plays", [])
-        for task in play["tasks"]
-        for result in task["hosts"].values()
-        for item in result.get("results", [])
-        if isinstance(item, dict) and item.get("failed")
-    ]
+    if what == "off":
+        return bed.runbook(SECTION, "setting", setting="mco_kube_scheduler_enabled=false")
+    return bed.runbook(SECTION, what)
 
 
 def _ours(bed: Bed) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -526,7 +466,7 @@ def test_a_deployment_of_its_name_that_mco_did_not_make_is_left_alone(bed: Bed) 
         before = bed.versions([("deployment", NS, NAME)])
         proc, document = bed.run(_runbook(bed, "plain"))
         assert proc.returncode != 0
-        message = " ".join(" ".join(_item_messages(document)).split())
+        message = " ".join(" ".join(item_messages(document)).split())
         assert f"Deployment {NS}/{NAME} exists without the label app.kubernetes.io/managed-by=mco-ansible" in message
         assert [o for o in _ours(bed) if o[0] != "deployment"] == [], "nothing was made"
         bed.play(_runbook(bed, "off"))

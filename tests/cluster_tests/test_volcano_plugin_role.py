@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import shlex
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,13 +27,11 @@ import yaml
 
 from tests.cluster.build import volcano_crds, volcano_installer
 from tests.cluster.cluster import RealCluster
-from tests.cluster_tests.conftest import failure_messages
-from tests.docs.doc_commands import select
+from tests.cluster_tests.conftest import RunbookBed, failure_messages
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNBOOKS = ROOT / "docs" / "runbooks.md"
 SECTION = "Volcano: mco-plugin or the extender"
 UNINSTALL = Path(__file__).parent / "playbooks" / "volcano_uninstall.yml"
 NS = "volcano-system"
@@ -79,53 +74,12 @@ EXTENDER_LINES = (
 
 
 @dataclass
-class Bed:
+class Bed(RunbookBed):
     """The cluster, the existing Volcano's objects as they were, and the operator's inventory ($INV)."""
 
-    cluster: RealCluster
-    workdir: Path
-    inventory: Path
     installer: Path
     conf: str
     deployment: dict[str, Any]
-
-    def kubectl(self, *args: str, check: bool = True) -> str:
-        return self.cluster.kubectl(*args, check=check)
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.kubectl(*args, "-o", "json"))
-
-    def env(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-            "TMPDIR": str(self.workdir),
-            "KUBECONFIG": str(self.cluster.admin_kubeconfig),
-        }
-
-    def run(self, command: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-        """A command as the docs write it (placeholders filled): ansible-playbook with its JSON report,
-        or kubectl (the cluster's, with the admin kubeconfig)."""
-        argv = shlex.split(command)
-        if argv[0] == "kubectl":
-            argv[0] = str(self.cluster.bins["kubectl"])
-        proc = subprocess.run(argv, cwd=ROOT, env=self.env(), capture_output=True, text=True, timeout=600, check=False)
-        document: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
-        return proc, document
-
-    def play(self, command: str) -> dict[str, Any]:
-        """Run an ansible-playbook command that must succeed; the recap of localhost."""
-        proc, document = self.run(command)
-        assert proc.returncode == 0, "\n".join(failure_messages(document)) or proc.stdout[-6000:] + proc.stderr[-3000:]
-        stats: dict[str, Any] = document["stats"]["localhost"]
-        return stats
-
-    def playbook(self, playbook: Path, extra: dict[str, Any] | None = None) -> str:
-        """An ansible-playbook command line with this inventory."""
-        command = f"{Path(sys.executable).parent / 'ansible-playbook'} -i {self.inventory} {playbook}"
-        return command + (f" -e {shlex.quote(json.dumps(extra))}" if extra else "")
 
     # -- what the cluster holds ------------------------------------------------------------------
 
@@ -203,19 +157,14 @@ def bed(cluster_binaries: dict[str, Path], tmp_path_factory: pytest.TempPathFact
 
 
 def _commands(bed: Bed, match: str) -> list[str]:
-    return select(RUNBOOKS, SECTION, match, {"$INV": str(bed.inventory)})
+    return bed.commands(SECTION, match)
 
 
 def _runbook(bed: Bed, what: str) -> str:
     """The runbook's ansible-playbook command that ``what`` picks (check, plain, extender)."""
-    commands = _commands(bed, r"ansible-playbook")
-    chosen = {
-        "check": [c for c in commands if "--check" in c],
-        "plain": [c for c in commands if "--check" not in c and " -e " not in c],
-        "extender": [c for c in commands if "mco_scheduler_integration=extender" in c],
-    }[what]
-    assert len(chosen) == 1, commands
-    return chosen[0]
+    if what == "extender":
+        return bed.runbook(SECTION, "setting", setting="mco_scheduler_integration=extender")
+    return bed.runbook(SECTION, what)
 
 
 def _spec(deployment: dict[str, Any]) -> dict[str, Any]:
