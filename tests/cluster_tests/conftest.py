@@ -360,6 +360,21 @@ def item_messages(document: dict[str, Any]) -> list[str]:
     ]
 
 
+def control_inventory(path: Path, cluster: RealCluster, **settings: Any) -> Path:
+    """An operator's inventory (JSON) with this controller as the one ``mco_control`` host, in cluster mode
+    on ``cluster``, with ``settings`` as its variables."""
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "mco_mode": "cluster",
+        "mco_kubeconfig": str(cluster.admin_kubeconfig),
+        **settings,
+    }
+    inventory = {"all": {"hosts": {"localhost": host}, "children": {"mco_control": {"hosts": {"localhost": {}}}}}}
+    path.write_text(json.dumps(inventory))
+    return path
+
+
 @dataclass
 class RunbookBed:
     """A real cluster and the operator's inventory (``$INV``) on which a runbook section's commands run

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import ssl
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -37,7 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from scripts.build_schedulers import schedulers
 from scripts.gobuild import BuildError
 from tests.cluster.cluster import RealCluster
-from tests.cluster_tests.conftest import RunbookBed, item_messages, wait_until
+from tests.cluster_tests.conftest import RunbookBed, control_inventory, item_messages, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -213,19 +212,11 @@ def bed(cluster_binaries: dict[str, Path], tmp_path_factory: pytest.TempPathFact
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         cluster.apply([{"apiVersion": "v1", "kind": "Namespace",
                         "metadata": {"name": NS, "labels": {"app.kubernetes.io/part-of": "mco"}}}])  # fmt: skip
-        inventory = workdir / "inventory.json"
-        host = {
-            "ansible_connection": "local",
-            "ansible_python_interpreter": sys.executable,
-            "mco_mode": "cluster",
-            "mco_kubeconfig": str(cluster.admin_kubeconfig),
-            "mco_kube_scheduler_enabled": True,
-            "mco_kube_scheduler_image": IMAGE,
-        }
-        inventory.write_text(
-            json.dumps(
-                {"all": {"hosts": {"localhost": host}, "children": {"mco_control": {"hosts": {"localhost": {}}}}}}
-            )
+        inventory = control_inventory(
+            workdir / "inventory.json",
+            cluster,
+            mco_kube_scheduler_enabled=True,
+            mco_kube_scheduler_image=IMAGE,
         )
         probe = Bed(cluster, workdir, inventory, {})
         yield Bed(cluster, workdir, inventory, probe.versions(THEIRS))

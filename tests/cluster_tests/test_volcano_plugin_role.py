@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ import yaml
 
 from tests.cluster.build import volcano_crds, volcano_installer
 from tests.cluster.cluster import RealCluster
-from tests.cluster_tests.conftest import RunbookBed, failure_messages
+from tests.cluster_tests.conftest import RunbookBed, control_inventory, failure_messages
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -135,20 +134,12 @@ def bed(cluster_binaries: dict[str, Path], tmp_path_factory: pytest.TempPathFact
         )
         for crd in sorted((ROOT / "mco_py" / "data" / "crds").glob("*.yaml")):
             cluster.kubectl("create", "-f", str(crd))
-        inventory = workdir / "inventory.json"
-        host = {
-            "ansible_connection": "local",
-            "ansible_python_interpreter": sys.executable,
-            "mco_mode": "cluster",
-            "mco_kubeconfig": str(cluster.admin_kubeconfig),
-            "mco_volcano_enabled": False,  # Volcano is there: never installed or upgraded
-            "mco_manage_scheduler_config": True,
-            "volcano_plugin_image": IMAGE,
-        }
-        inventory.write_text(
-            json.dumps(
-                {"all": {"hosts": {"localhost": host}, "children": {"mco_control": {"hosts": {"localhost": {}}}}}}
-            )
+        inventory = control_inventory(
+            workdir / "inventory.json",
+            cluster,
+            mco_volcano_enabled=False,  # Volcano is there: never installed or upgraded
+            mco_manage_scheduler_config=True,
+            volcano_plugin_image=IMAGE,
         )
         existing = json.loads(cluster.kubectl("get", "deployment", "-n", NS, "volcano-scheduler", "-o", "json"))
         yield Bed(cluster, workdir, inventory, installer, conf, existing)
