@@ -26,6 +26,7 @@ runs on cgroup v1 at all).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import shutil
 import subprocess
@@ -179,8 +180,6 @@ def _kubeconfig(server: str, ca: Path, cert: Issued) -> str:
 
 
 def _b64(path: Path) -> str:
-    import base64
-
     return base64.b64encode(path.read_bytes()).decode()
 
 
