@@ -1,9 +1,11 @@
 """Which pods are online and which offline, and where the kubelet puts their cgroups (pure).
 
 A pod's class comes from its label ``mco.many-core.io/workload-class`` (``online`` or
-``offline``) when it has one; otherwise it is offline when its QoS class or its runtime class
-matches the policy (by default: BestEffort pods and ``kata-*`` runtime classes), and online
-otherwise. The analyzer classifies the pods of each node from the API server and tells that
+``offline``) when it has one; otherwise a critical pod (priority class ``system-cluster-critical``
+or ``system-node-critical``, or their priority: cluster add-ons such as Volcano's own scheduler
+and controllers run BestEffort with it) is online; otherwise it is offline when its QoS class or
+its runtime class matches the policy (by default: BestEffort pods and ``kata-*`` runtime
+classes), and online otherwise. The analyzer classifies the pods of each node from the API server and tells that
 node's collector; the collector finds each pod's cgroup with :func:`pod_group` and only ever
 limits the offline ones.
 """
@@ -19,6 +21,9 @@ from typing import Any
 CLASS_LABEL = "mco.many-core.io/workload-class"
 CLASSES = ("online", "offline")
 QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
+#: Kubernetes' system priority classes, and the lowest priority they give (system-cluster-critical).
+CRITICAL_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
+CRITICAL_PRIORITY = 2_000_000_000
 DRIVERS = ("systemd", "cgroupfs")
 _UID = re.compile(r"[0-9a-fA-F][0-9a-fA-F-]{0,63}")
 
@@ -46,16 +51,29 @@ class WorkloadPod:
     """online or offline."""
 
 
-def workload_class(labels: Mapping[str, str], qos: str, runtime_class: str, policy: WorkloadPolicy) -> str:
-    """``online`` or ``offline`` for a pod with these labels, QoS class and runtime class."""
+def workload_class(
+    labels: Mapping[str, str], qos: str, runtime_class: str, policy: WorkloadPolicy, *, critical: bool = False
+) -> str:
+    """``online`` or ``offline`` for a pod with these labels, QoS class and runtime class;
+    ``critical``: the pod runs with a system priority (see :func:`is_critical`)."""
     chosen = labels.get(CLASS_LABEL)
     if chosen in CLASSES:
         return chosen
+    if critical:
+        return "online"
     if qos in policy.offline_qos_classes:
         return "offline"
     if runtime_class and any(fnmatch.fnmatchcase(runtime_class, p) for p in policy.offline_runtime_classes):
         return "offline"
     return "online"
+
+
+def is_critical(spec: Mapping[str, Any]) -> bool:
+    """True for a pod spec with a system priority class, or the priority one gives."""
+    priority = spec.get("priority")
+    return spec.get("priorityClassName") in CRITICAL_PRIORITY_CLASSES or (
+        isinstance(priority, int) and not isinstance(priority, bool) and priority >= CRITICAL_PRIORITY
+    )
 
 
 def pod_from_object(pod: Mapping[str, Any], policy: WorkloadPolicy) -> tuple[str, WorkloadPod] | None:
@@ -70,7 +88,7 @@ def pod_from_object(pod: Mapping[str, Any], policy: WorkloadPolicy) -> tuple[str
     if not node or status.get("phase") in ("Succeeded", "Failed") or not valid_uid(uid) or qos not in QOS_CLASSES:
         return None
     labels = meta.get("labels") or {}
-    cls = workload_class(labels, qos, spec.get("runtimeClassName") or "", policy)
+    cls = workload_class(labels, qos, spec.get("runtimeClassName") or "", policy, critical=is_critical(spec))
     return node, WorkloadPod(meta.get("namespace") or "", meta.get("name") or "", uid, qos, cls)
 
 

@@ -14,6 +14,7 @@ from mco_py.analysis.workloads import (
     CLASS_LABEL,
     QOS_CLASSES,
     WorkloadPolicy,
+    is_critical,
     pod_from_object,
     pod_group,
     workload_class,
@@ -41,6 +42,25 @@ def test_the_label_wins_then_qos_and_runtime_class(
     labels: dict[str, str], qos: str, runtime: str, expected: str
 ) -> None:
     assert workload_class(labels, qos, runtime, POLICY) == expected
+
+
+def test_critical_pods_are_online_unless_labelled_offline() -> None:
+    """Cluster add-ons (Volcano's scheduler and controllers) run BestEffort at a system priority:
+    the guard must never throttle them as batch work."""
+    assert workload_class({}, "BestEffort", "", POLICY, critical=True) == "online"
+    assert workload_class({}, "BestEffort", "kata-qemu", POLICY, critical=True) == "online"
+    assert workload_class({CLASS_LABEL: "offline"}, "BestEffort", "", POLICY, critical=True) == "offline"
+    assert is_critical({"priorityClassName": "system-cluster-critical"})
+    assert is_critical({"priorityClassName": "system-node-critical"})
+    assert is_critical({"priority": 2_000_000_000})  # as the Priority admission plugin fills it in
+    assert not is_critical({"priority": 1_000_000_000, "priorityClassName": "high"})
+    assert not is_critical({"priority": True})
+    assert not is_critical({})
+    volcano = _pod(
+        spec={"nodeName": "worker-1", "priorityClassName": "system-cluster-critical", "priority": 2000000000}
+    )
+    node, pod = pod_from_object(volcano, POLICY) or ("", None)
+    assert (node, pod.cls if pod else None) == ("worker-1", "online")
 
 
 def test_the_policy_is_overridable() -> None:
