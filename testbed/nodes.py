@@ -527,6 +527,15 @@ class Bed:
             f"{name} did not listen on {CONTROLLER_ADDRESS}:{wait_port} within {timeout:.0f} s; see {log_path}"
         )
 
+    def service_pid(self, name: str) -> int | None:
+        """The pid of what ``serve(name, ...)`` started, while it runs; else None."""
+        check_node_name(name)
+        try:
+            pid = int((self.dir / f"{name}.pid").read_text())
+        except (OSError, ValueError):
+            return None
+        return pid if system.pid_alive(pid) else None
+
     def forward(self, port: int, *, timeout: float = 10) -> int:
         """Make ``CONTROLLER_ADDRESS:port`` reachable from the host; return the host port on 127.0.0.1.
 

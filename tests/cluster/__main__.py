@@ -21,7 +21,14 @@ from pathlib import Path
 from types import FrameType
 
 from tests.cluster.build import BuildError, binaries, volcano_crds
-from tests.cluster.cluster import ClusterError, RealCluster, extender_config, remove_workdir, volcano_conf
+from tests.cluster.cluster import (
+    SERVICE_ACCOUNT_CONTROLLERS,
+    ClusterError,
+    RealCluster,
+    extender_config,
+    remove_workdir,
+    volcano_conf,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also run kube-controller-manager with these controllers, comma-separated (e.g. namespace)",
     )
     parser.add_argument(
+        "--service-accounts",
+        action="store_true",
+        help="pods get their ServiceAccount token (admission plugin ServiceAccount; kube-controller-manager runs "
+        f"{' and '.join(SERVICE_ACCOUNT_CONTROLLERS)} besides --controllers): for kubelet nodes",
+    )
+    parser.add_argument(
         "--host", default="127.0.0.1", help="address the API server listens on and is reached at (default 127.0.0.1)"
     )
     parser.add_argument("--port", type=int, default=0, help="the API server's port (default: a free one)")
@@ -57,13 +70,22 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         parser.error(f"--host must be an IP address (the API server's certificate names it), got {args.host!r}")
     controllers = [name for name in args.controllers.split(",") if name]
+    if args.service_accounts:
+        controllers += [name for name in SERVICE_ACCOUNT_CONTROLLERS if name not in controllers]
     try:
         bins = binaries()
     except BuildError as exc:
         print(f"cluster: {exc}", file=sys.stderr)
         return 1
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="mco-cluster-"))
-    cluster = RealCluster(workdir, bins, crds=volcano_crds(bins), host=args.host, api_port=args.port)
+    cluster = RealCluster(
+        workdir,
+        bins,
+        crds=volcano_crds(bins),
+        host=args.host,
+        api_port=args.port,
+        pod_service_accounts=args.service_accounts,
+    )
     done = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -39,6 +39,9 @@ from tests.analyzer.certs import TestCA
 #: Service CIDR of the test cluster; the first address is the `kubernetes` Service.
 SERVICE_CIDR = "10.96.0.0/24"
 SERVICE_IP = "10.96.0.1"
+#: What pods' ServiceAccount tokens need besides the admission plugin: each namespace's ``default``
+#: ServiceAccount, and the ``kube-root-ca.crt`` ConfigMap their projected volume reads.
+SERVICE_ACCOUNT_CONTROLLERS = ("serviceaccount", "root-ca-cert-publisher")
 ADMIN = "mco-test-admin"
 KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 #: Node capacity given to every fake node.
@@ -96,6 +99,11 @@ class RealCluster:
     """Address the API server listens on and is reached at (its certificate names it)."""
     api_port: int = 0
     """Its port; 0 picks a free one."""
+    pod_service_accounts: bool = False
+    """Pods get their ServiceAccount's token mounted, as on any cluster (the ServiceAccount admission
+    plugin on; kube-controller-manager must then run ``SERVICE_ACCOUNT_CONTROLLERS``). Off by default:
+    fake nodes run no pods, and tests create a pod right after its namespace, before any controller
+    could make the namespace's ``default`` ServiceAccount."""
     processes: list[_Process] = field(default_factory=list)
     admin_kubeconfig: Path = Path()
     ca: TestCA | None = None
@@ -245,9 +253,9 @@ class RealCluster:
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={self.sa_pub}",
                 f"--service-account-signing-key-file={self.sa_key}",
-                # nothing creates default ServiceAccounts (no controller-manager): tests create their own;
-                # and fake nodes must not get a not-ready taint at creation
-                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                # fake nodes must not get a not-ready taint at creation
+                "--disable-admission-plugins="
+                + ",".join((() if self.pod_service_accounts else ("ServiceAccount",)) + ("TaintNodesByCondition",)),
                 "--allow-privileged=true",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
             ],

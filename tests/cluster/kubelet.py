@@ -16,9 +16,10 @@ each other and are reached back without NAT.
 
 The kubelet leaves the kernel alone. It checks six kernel settings at start and, by default,
 writes the ones it dislikes (``vm.overcommit_memory``, ``kernel.panic``, ...); the nodes share this
-host's kernel. Here ``protectKernelDefaults: true`` makes it refuse instead of write, its unit binds
-files holding the values it wants over those six ``/proc/sys`` entries (in its own mount namespace:
-the kernel's values stay as they are), and ``/proc/sys`` is read-only inside nspawn anyway. On
+host's kernel. Here ``protectKernelDefaults: true`` makes it refuse instead of write, a oneshot unit
+binds files holding the values it wants over those six ``/proc/sys`` entries (read-only, in the
+node's mount namespace: the kernel's values stay as they are; containers mount a /proc of their own
+and see the kernel's), and ``/proc/sys`` is read-only inside nspawn anyway. On
 this hybrid-cgroup host the kubelet also needs ``failCgroupV1: false`` (1.34 is the last minor that
 runs on cgroup v1 at all).
 """
@@ -34,6 +35,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -42,7 +44,7 @@ from testbed.errors import TestbedError
 from testbed.nodes import CONTROLLER_ADDRESS, Bed
 from tests.analyzer.certs import Issued, TestCA
 from tests.cluster.build import BuildError, binaries
-from tests.cluster.cluster import KUBELET_CLIENT
+from tests.cluster.cluster import KUBELET_CLIENT, SERVICE_IP
 from tests.node.build import cni_plugins
 
 POD_NETWORK = "10.244.{octet}.0/24"
@@ -57,7 +59,9 @@ KERNEL_WANTED = {
     "kernel/keys/root_maxbytes": 25000000,
 }
 SEEN_BY_KUBELET = "/etc/mco-testbed/kubelet-kernel"
+KERNEL_VIEW_UNIT = "mco-testbed-kubelet-kernel.service"
 KERNEL_RECORD = "kernel-before-kubelets.json"
+SERVICE_RELAY = "kube-service-relay"
 
 
 class JoinError(RuntimeError):
@@ -146,18 +150,34 @@ def cni_config(address: str) -> dict[str, object]:
     }
 
 
+def kernel_view_unit() -> str:
+    """A oneshot unit binding the values the kubelet wants over the six ``/proc/sys`` files it checks,
+    read-only, in the node's own mount namespace (module docstring). Not in the kubelet's unit: that
+    would give the kubelet a private mount namespace, and the volumes it mounts for pods
+    (ServiceAccount tokens, secrets: tmpfs) would stay invisible to containerd and runc."""
+    return (
+        "[Unit]\n"
+        "Description=The kernel settings the kubelet checks, as it wants them (MCO test bed; the kernel's stay)\n"
+        "DefaultDependencies=no\n"
+        "Before=kubelet.service\n\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "RemainAfterExit=yes\n"
+        # $$: a literal $ for the shell (systemd expands $NAME itself)
+        f"ExecStart=/bin/sh -c 'for f in {SEEN_BY_KUBELET}/*; do p=/proc/sys/$$(basename $$f | tr . /);"
+        " mountpoint -q $$p || mount --bind -o ro $$f $$p || exit 1; done'\n"
+    )
+
+
 def kubelet_unit(address: str) -> str:
-    binds = " ".join(f"{SEEN_BY_KUBELET}/{name.replace('/', '.')}:/proc/sys/{name}" for name in KERNEL_WANTED)
     return (
         "[Unit]\n"
         "Description=kubelet (MCO test bed node)\n"
-        "After=containerd.service mco-testbed-cgroups.service\n"
-        "Requires=containerd.service mco-testbed-cgroups.service\n\n"
+        f"After=containerd.service mco-testbed-cgroups.service {KERNEL_VIEW_UNIT}\n"
+        f"Requires=containerd.service mco-testbed-cgroups.service {KERNEL_VIEW_UNIT}\n\n"
         "[Service]\n"
         "ExecStart=/usr/local/bin/kubelet --config=/var/lib/kubelet/config.yaml"
         f" --kubeconfig=/etc/kubernetes/kubelet.kubeconfig --node-ip={address} --v=1\n"
-        "# the kubelet's start check reads these instead of the kernel's values (module docstring)\n"
-        f"BindReadOnlyPaths={binds}\n"
         "Restart=always\n"
         "RestartSec=2\n\n"
         "[Install]\n"
@@ -225,6 +245,7 @@ def prepare(
     _write(root, "/etc/containerd/config.toml", containerd_config(sandbox_image))
     _write(root, "/etc/cni/net.d/10-mco-testbed.conflist", json.dumps(cni_config(address), indent=2))
     _write(root, "/etc/systemd/system/kubelet.service", kubelet_unit(address))
+    _write(root, f"/etc/systemd/system/{KERNEL_VIEW_UNIT}", kernel_view_unit())
     for name, value in KERNEL_WANTED.items():
         _write(root, f"{SEEN_BY_KUBELET}/{name.replace('/', '.')}", f"{value}\n")
     _install(root, bins["kubelet"], "/usr/local/bin/kubelet")
@@ -258,6 +279,22 @@ def route_pods(bed: Bed, node: str, address: str) -> None:
     for netns in (bed.ctl_netns, bed.node_netns(node)):
         subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True)
     subprocess.run(["ip", "-n", bed.ctl_netns, "route", "replace", pod_network(address), "via", address], check=True)
+
+
+def relay_service(bed: Bed, server: str) -> None:
+    """Pods reach the API server at the ``kubernetes`` Service (``SERVICE_IP:443``, what in-cluster
+    clients such as Volcano's read from ``KUBERNETES_SERVICE_HOST``): the controller namespace owns
+    that address and relays it to the API server (no kube-proxy here). Pod traffic is routed through
+    that namespace already, so one relay serves every node; a second join keeps the running one."""
+    subprocess.run(["ip", "-n", bed.ctl_netns, "address", "replace", f"{SERVICE_IP}/32", "dev", "lo"], check=True)
+    if bed.service_pid(SERVICE_RELAY) is not None:
+        return
+    api = urlsplit(server)
+    bed.serve(
+        SERVICE_RELAY,
+        ["socat", f"TCP-LISTEN:443,bind={SERVICE_IP},fork,reuseaddr", f"TCP:{api.hostname}:{api.port}"],
+        wait_port=None,
+    )
 
 
 def wait_ready(kubectl: Sequence[str], nodes: Sequence[str], *, timeout: float) -> None:
@@ -330,6 +367,7 @@ def join(bed: Bed, nodes: Sequence[str], *, workdir: Path, images: Sequence[Path
     # the API server listens in the controller namespace only (10.213.0.1)
     kubectl = ["ip", "netns", "exec", bed.ctl_netns, str(bins["kubectl"]), f"--kubeconfig={admin}"]
     allow_apiserver(kubectl)
+    relay_service(bed, server)
     record = bed.dir / KERNEL_RECORD
     if not record.exists():
         record.write_text(json.dumps(kernel_settings(), indent=2) + "\n")
