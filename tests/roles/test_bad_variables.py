@@ -120,6 +120,16 @@ CASES = [
         },
         "group volcano_plugin_image_group=nowhere has no hosts",
     ),
+    (
+        "volcano.yml",
+        {
+            "mco_volcano_enabled": True,
+            "mco_kubeconfig": "KUBECONFIG",
+            "mco_scheduler_integration": "extender",
+            "volcano_images": {"docker.io/volcanosh/vc-controller-manager:v1.14.0": "mine/vc-controller-manager"},
+        },
+        "give {image: NAME} (a copy in your registry) or",
+    ),
 ]
 #: playbooks/kube_scheduler.yml with the switch on in cluster mode (the role is skipped otherwise).
 KUBE_SCHEDULER = {"mco_mode": "cluster", "mco_kube_scheduler_enabled": True, "mco_kubeconfig": "KUBECONFIG"}
