@@ -31,7 +31,12 @@ def shrink(pod: Mapping[str, Any]) -> Mapping[str, Any]:
             "resourceVersion": meta.get("resourceVersion"),
             "labels": {CLASS_LABEL: label} if isinstance(label, str) else {},
         },
-        "spec": {"nodeName": spec.get("nodeName"), "runtimeClassName": spec.get("runtimeClassName")},
+        "spec": {
+            "nodeName": spec.get("nodeName"),
+            "runtimeClassName": spec.get("runtimeClassName"),
+            "priorityClassName": spec.get("priorityClassName"),
+            "priority": spec.get("priority"),
+        },
         "status": {"phase": status.get("phase"), "qosClass": status.get("qosClass")},
     }
 

@@ -19,6 +19,7 @@ from mco_py.analysis.workloads import (
     pod_group,
     workload_class,
 )
+from mco_py.analyzer.workloads import shrink
 from mco_py.errors import RulesError
 
 POLICY = WorkloadPolicy()
@@ -61,6 +62,11 @@ def test_critical_pods_are_online_unless_labelled_offline() -> None:
     )
     node, pod = pod_from_object(volcano, POLICY) or ("", None)
     assert (node, pod.cls if pod else None) == ("worker-1", "online")
+    # the analyzer keeps only what pod_from_object reads: its slim copy gives the same answer
+    by_priority = {**volcano, "spec": {"nodeName": "worker-1", "priority": 2000000001}}
+    for full in (volcano, by_priority):
+        assert pod_from_object(shrink(full), POLICY) == pod_from_object(full, POLICY)
+        assert (pod_from_object(shrink(full), POLICY) or ("", None))[1].cls == "online"  # type: ignore[union-attr]
 
 
 def test_the_policy_is_overridable() -> None:
