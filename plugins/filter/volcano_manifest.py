@@ -24,7 +24,6 @@ Filter:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,7 +56,7 @@ def is_admission(doc: Mapping[str, Any]) -> bool:
     return False
 
 
-def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def _containers(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     if doc.get("kind") not in WORKLOAD_KINDS:
         return []
     pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
@@ -66,14 +65,14 @@ def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def images_of(docs: Sequence[Mapping[str, Any]]) -> list[str]:
     """Every image the documents' workloads name, sorted."""
-    return sorted({str(c.get("image")) for d in docs for c in _containers(dict(d)) if c.get("image")})
+    return sorted({str(c.get("image")) for d in docs for c in _containers(d) if c.get("image")})
 
 
 def manifest(
     docs: Sequence[Mapping[str, Any]],
     admission: bool = True,
     images: Mapping[str, Mapping[str, str]] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Mapping[str, Any]]:
     """``docs`` with the admission webhook left out unless ``admission``, and each image that is a
     key of ``images`` replaced by its ``image`` (``IfNotPresent`` when it has an ``archive``: imported
     on the nodes, no registry serves it).
@@ -92,7 +91,7 @@ def manifest(
                 f"(an archive on the controller holding that image), got {entry!r}"
             )
         wanted[str(old)] = (new, bool(archive))
-    kept = [copy.deepcopy(dict(d)) for d in docs if admission or not is_admission(d)]
+    kept = [d for d in docs if admission or not is_admission(d)]
     unknown = sorted(set(wanted) - set(images_of(kept)))
     if unknown:
         raise VolcanoManifestError(
@@ -100,14 +99,33 @@ def manifest(
             f"{'' if admission else ' (with volcano_admission false)'}; it runs {', '.join(images_of(kept))}. "
             "Use those names as the keys."
         )
+    # Only the workloads whose images change are copied (the CRDs are most of the manifest, and
+    # copying Ansible's tagged values is slow): the input is never modified.
+    out: list[Mapping[str, Any]] = []
     for doc in kept:
-        for container in _containers(doc):
-            if (found := wanted.get(str(container.get("image") or ""))) is None:
-                continue
-            container["image"], imported = found
-            if imported:
-                container["imagePullPolicy"] = "IfNotPresent"
-    return kept
+        if not any(str(c.get("image") or "") in wanted for c in _containers(doc)):
+            out.append(doc)
+            continue
+        changed = _plain(doc)
+        for container in _containers(changed):
+            if (found := wanted.get(str(container.get("image") or ""))) is not None:
+                container["image"], imported = found
+                if imported:
+                    container["imagePullPolicy"] = "IfNotPresent"
+        out.append(changed)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A copy in plain Python types (Ansible hands over tagged str/dict subclasses)."""
+    for plain in (bool, int, float, str):  # bool before int: bool is an int subclass
+        if isinstance(value, plain):
+            return plain(value)
+    if isinstance(value, Mapping):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _wrap(func: Any) -> Any:
