@@ -337,24 +337,21 @@ def run_playbook_raw(
     return run, document
 
 
+def _results(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every host's result of every task in an ansible.posix.json report."""
+    return [result for play in document.get("plays", []) for task in play["tasks"] for result in task["hosts"].values()]
+
+
 def failure_messages(document: dict[str, Any]) -> list[str]:
     """The messages of the failed tasks in an ansible.posix.json report."""
-    return [
-        str(result.get("msg", ""))
-        for play in document.get("plays", [])
-        for task in play["tasks"]
-        for result in task["hosts"].values()
-        if result.get("failed")
-    ]
+    return [str(result.get("msg", "")) for result in _results(document) if result.get("failed")]
 
 
 def item_messages(document: dict[str, Any]) -> list[str]:
     """The messages of the failed items of looped tasks in an ansible.posix.json report."""
     return [
         str(item.get("msg", ""))
-        for play in document.get("plays", [])
-        for task in play["tasks"]
-        for result in task["hosts"].values()
+        for result in _results(document)
         for item in result.get("results", [])
         if isinstance(item, dict) and item.get("failed")
     ]
