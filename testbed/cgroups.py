@@ -1,4 +1,4 @@
-"""Each Kubernetes test node in its own cgroup v1 groups, so its kubelet's pod cgroups stay its own.
+"""Each Kubernetes test node in cgroups of its own, so its kubelet's pod cgroups and its pressure stay its own.
 
 systemd-nspawn gives a node a cgroup namespace rooted at the cgroup nspawn starts in. On this
 kind of host (hybrid: cpu, memory, blkio, ... on cgroup v1) that is the root of each v1
@@ -7,9 +7,12 @@ two nodes would share it. Started inside ``<hierarchy>/mco-testbed/<bed>/<node>`
 node sees that group as ``/``: its kubelet's ``/kubepods`` is the host's
 ``/mco-testbed/<bed>/<node>/kubepods``, one tree per node, removed with the node.
 
-Only the v1 controller hierarchies are split (cpu, cpuacct, cpuset, memory, blkio, pids,
-devices, freezer, ... as mounted); the ``name=systemd`` and unified (v2) trees are nspawn's and
-the node's systemd's, as for every node.
+The v1 controller hierarchies (cpu, cpuacct, cpuset, memory, blkio, pids, devices, freezer, ...
+as mounted) and the unified (v2) tree are split; ``name=systemd`` stays nspawn's. In the unified
+tree nspawn puts itself in ``<node>/supervisor`` and the node in ``<node>/payload``, so each node's
+``cpu.pressure``, ``memory.pressure`` and ``io.pressure`` count its own tasks only (otherwise every
+node of every bed shares one ``/payload``); testbed/nodes.py shows them as the node's
+``/proc/pressure``.
 """
 
 from __future__ import annotations
@@ -29,16 +32,17 @@ TOP = "mco-testbed"
 _CPUSET_FILES = ("cpuset.cpus", "cpuset.mems")
 
 
-def v1_hierarchies(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
-    """Mount points of the cgroup v1 controller hierarchies (named ones such as ``name=systemd`` aside)."""
+def controller_trees(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
+    """Mount points of the cgroup v1 controller hierarchies (named ones such as ``name=systemd`` aside)
+    and of the unified (v2) tree."""
     found: list[Path] = []
     for line in mountinfo.read_text().splitlines():
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
-        if len(tail) < 3 or tail[0] != "cgroup" or len(fields) < 5:
+        if len(tail) < 3 or tail[0] not in ("cgroup", "cgroup2") or len(fields) < 5:
             continue
         options = tail[2].split(",")
-        if any(o.startswith("name=") for o in options):
+        if tail[0] == "cgroup" and any(o.startswith("name=") for o in options):
             continue
         point = Path(fields[4])
         if point not in found:
@@ -54,7 +58,7 @@ def node_groups(bed: str, node: str, hierarchies: Sequence[Path]) -> list[Path]:
 def create(bed: str, node: str, *, hierarchies: Sequence[Path] | None = None) -> list[Path]:
     """Make the node's groups (and their parents); return them. cpuset groups get their parent's CPUs
     and memory nodes, which a new v1 cpuset group does not inherit."""
-    groups = node_groups(bed, node, v1_hierarchies() if hierarchies is None else hierarchies)
+    groups = node_groups(bed, node, controller_trees() if hierarchies is None else hierarchies)
     for group in groups:
         hierarchy = group.parents[2]
         for path in (hierarchy / TOP, hierarchy / TOP / bed, group):
@@ -81,7 +85,7 @@ def remove(bed: str, node: str, *, hierarchies: Sequence[Path] | None = None, ti
     """Remove the node's groups, deepest first (after its processes are gone), and the bed's and the
     top group when empty. Returns the groups that could not be removed (still busy after ``timeout``)."""
     left: list[str] = []
-    for group in node_groups(bed, node, v1_hierarchies() if hierarchies is None else hierarchies):
+    for group in node_groups(bed, node, controller_trees() if hierarchies is None else hierarchies):
         if not group.is_dir():
             continue
         deadline = time.monotonic() + timeout
@@ -120,7 +124,7 @@ def _walk(group: Path) -> Iterator[Path]:
 def leftovers(bed: str | None = None, *, hierarchies: Sequence[Path] | None = None) -> list[str]:
     """Groups of a bed (or of every bed) still on this host."""
     found: list[str] = []
-    for hierarchy in v1_hierarchies() if hierarchies is None else hierarchies:
+    for hierarchy in controller_trees() if hierarchies is None else hierarchies:
         top = hierarchy / TOP
         if not top.is_dir():
             continue

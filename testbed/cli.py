@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--caps", action="append", metavar="CAP[,CAP]", help="extra capabilities, e.g. CAP_BPF,CAP_PERFMON")
     p.add_argument("--bind", action="append", metavar="SRC[:DST]", help="bind-mount a host path into the node")
     p.add_argument(
-        "--kube", action="store_true", help="ready for a kubelet: own cgroup v1 groups, CAP_SYS_ADMIN, containerd store"
+        "--kube", action="store_true", help="ready for a kubelet: own cgroups and PSI, CAP_SYS_ADMIN, containerd store"
     )
     p.add_argument("--address", help=f"node address in {nodes.SUBNET} (default: first free from .10)")
     p.add_argument("--timeout", type=float, default=nodes.DEFAULT_READY_TIMEOUT, help="seconds to wait for readiness")

@@ -55,6 +55,9 @@ KUBE_SYSCALLS = "@keyring"
 CONTAINERD_DIR = "/var/lib/containerd"
 #: The unit that makes the node's cgroup v1 hierarchies writable (nspawn mounts them read-only).
 CGROUP_UNIT = "mco-testbed-cgroups.service"
+#: The node's cgroup v2 tree (its own group: testbed/cgroups.py) and the PSI files shown from it.
+UNIFIED = "/sys/fs/cgroup/unified"
+NODE_PSI = ("cpu", "memory", "io")
 
 
 def state_root() -> Path:
@@ -110,8 +113,9 @@ class NodeOptions:
     binds: tuple[str, ...] = ()
     """Extra ``SRC[:DST]`` bind mounts from the host."""
     kube: bool = False
-    """Ready to run a kubelet and containers: its own cgroup v1 groups made writable inside
-    (testbed/cgroups.py), CAP_SYS_ADMIN, runc's session keyring, containerd's store off the overlay."""
+    """Ready to run a kubelet and containers: its own cgroups, the v1 groups made writable inside and
+    its own PSI as /proc/pressure (testbed/cgroups.py), CAP_SYS_ADMIN, runc's session keyring,
+    containerd's store off the overlay."""
 
     def nspawn_args(self) -> list[str]:
         args = []
@@ -634,18 +638,24 @@ def leftovers(root: Path | None = None) -> dict[str, list[str]]:
 
 def _write_cgroup_unit(root: Path) -> None:
     """Install and enable, in a node's root, the unit that remounts its cgroup v1 hierarchies
-    read-write (the mounts only: the groups are the node's own, see testbed/cgroups.py)."""
+    read-write (the mounts only: the groups are the node's own, see testbed/cgroups.py) and shows
+    the node's own pressure as the machine's: its group's ``{cpu,memory,io}.pressure`` bound over
+    ``/proc/pressure/*``, as a machine of its own sees its PSI (the host's counts every node and
+    whatever else the host runs)."""
     unit = root / "etc" / "systemd" / "system" / CGROUP_UNIT
     unit.write_text(
         "[Unit]\n"
-        "Description=Writable cgroup v1 hierarchies for the kubelet and runc (MCO test bed)\n"
+        "Description=Writable cgroup v1 hierarchies for the kubelet and runc, the node's own PSI (MCO test bed)\n"
         "DefaultDependencies=no\n"
         "Before=containerd.service kubelet.service\n\n"
         "[Service]\n"
         "Type=oneshot\n"
         "RemainAfterExit=yes\n"
         'ExecStart=/bin/sh -c \'awk "/ - cgroup / && !/name=/ {print \\$5}" /proc/self/mountinfo'
-        ' | while read -r m; do mount -o remount,bind,rw "$m"; done\'\n\n'
+        ' | while read -r m; do mount -o remount,bind,rw "$m"; done\'\n'
+        # $$: a literal $ for the shell (systemd expands $NAME itself)
+        f"ExecStart=/bin/sh -c 'for r in {' '.join(NODE_PSI)}; do mountpoint -q /proc/pressure/$$r"
+        f" || mount --bind {UNIFIED}/$$r.pressure /proc/pressure/$$r || exit 1; done'\n\n"
         "[Install]\n"
         "WantedBy=multi-user.target\n"
     )

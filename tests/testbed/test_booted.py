@@ -123,14 +123,22 @@ def test_capabilities_and_kvm_reach_the_node(node_image: Path, bed: nodes.Bed) -
 
 
 def test_kube_node_has_its_own_cgroups_writable_inside_and_removed_with_it(node_image: Path, bed: nodes.Bed) -> None:
-    """--kube: the node's v1 groups are the host's mco-testbed/<bed>/<node>, seen as / and writable inside."""
+    """--kube: the node's groups are the host's mco-testbed/<bed>/<node>, seen as / and writable inside;
+    its /proc/pressure is its own v2 group's."""
     run_cli(bed, "up", "node-a", "--kube")
-    groups = cgroups.node_groups(bed.name, "node-a", cgroups.v1_hierarchies())
+    groups = cgroups.node_groups(bed.name, "node-a", cgroups.controller_trees())
     assert groups
     assert all(g.is_dir() for g in groups), groups
     script = "mkdir /sys/fs/cgroup/cpu/probe && cat /proc/self/cgroup | grep ':cpu:' && rmdir /sys/fs/cgroup/cpu/probe"
     seen = run_cli(bed, "ssh", "node-a", "--", script).stdout  # ssh hands the remote shell one command line
     assert "1:cpu:/" in seen, seen  # the node's own group is its root
+    unified = [g for g in groups if (g / "cgroup.subtree_control").exists()]
+    assert len(unified) == 1, groups
+    assert (unified[0] / "payload").is_dir(), groups  # the node's v2 group, nspawn's payload in it
+    for resource in ("cpu", "memory", "io"):  # its PSI is its own group's
+        mount = run_cli(bed, "ssh", "node-a", "--", f"grep ' /proc/pressure/{resource} ' /proc/self/mountinfo").stdout
+        assert f" /{resource}.pressure /proc/pressure/{resource} " in mount, mount
+        assert " - cgroup2 " in mount, mount
     cap_eff = int(run_cli(bed, "ssh", "node-a", "--", "grep", "CapEff", "/proc/1/status").stdout.split()[1], 16)
     assert cap_eff & (1 << 21), hex(cap_eff)  # CAP_SYS_ADMIN
     assert cap_eff & (1 << 12), hex(cap_eff)  # CAP_NET_ADMIN
