@@ -9,9 +9,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
-ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax go pytest vm hostile run cluster molecule molecule-booted"
+ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax go pytest vm hostile run cluster molecule molecule-booted protection"
 export TIERS=${TIERS:-$ALL_TIERS}  # exported: tiers that are shell functions run in a child bash
-LANE2="molecule molecule-booted"  # about as long as the rest (warm, e951c0d: 19.9 min and 18.5 min)
+LANE2="molecule molecule-booted protection"  # about as long as the rest (docs/benchmarks.md, "The test suite")
 JOBS=${MCO_TEST_JOBS:-2}
 export LOGS="$PWD/.run/test-logs"
 rm -rf "$LOGS" && mkdir -p "$LOGS"
@@ -83,14 +83,15 @@ tier_go() {  # the scheduler plugins' module: format, vet, and the tests with th
   CGO_ENABLED=1 go test -race -count=1 ./...
 }
 
-tier_molecule() {  # booted|local: the scenarios on booted test nodes, or the others
+tier_molecule() {  # local|booted|protection: the scenarios of that kind (`# mco-testbed: KIND`, first line)
   local rc=0 dir scenario kind
   for dir in molecule/*/; do
     scenario=$(basename "$dir")
     [ -f "$dir/molecule.yml" ] || continue
-    kind=$(grep -q '^# mco-testbed: booted' "$dir/molecule.yml" && echo booted || echo local)
+    kind=$(sed -n '1s/^# mco-testbed: \([a-z]*\)$/\1/p' "$dir/molecule.yml")
+    kind=${kind:-local}
     [ "$kind" = "$1" ] || continue
-    if [ "$kind" = booted ] && ! can_boot; then  # no tier passes by skipping (docs/development.md)
+    if [ "$kind" != local ] && ! can_boot; then  # no tier passes by skipping (docs/development.md)
       if [ "${MCO_TEST_SKIP_BOOTED:-}" = 1 ]; then
         echo "!!!!! molecule $scenario SKIPPED (MCO_TEST_SKIP_BOOTED=1): booted test nodes cannot run here !!!!!"
         continue
@@ -141,6 +142,9 @@ tier() {
     # Booted test nodes (docs/testbed.md); mco-cluster runs every command of the user guide and
     # the runbooks that needs a cluster.
     molecule-booted) run_tier molecule-booted 3900 tier_molecule booted ;;
+    # MCO protecting real pods on kubelet nodes it installed itself (site.yml: Volcano, Kata, MCO's
+    # schedulers): the guard within seconds, the report and the scheduler within a minute.
+    protection) run_tier protection 1200 tier_molecule protection ;;
     *) echo "unknown tier '$1' (known: $ALL_TIERS)"; return 2 ;;
   esac
 }
@@ -154,7 +158,7 @@ wants() { for w in "$@"; do case " $TIERS " in *" $w "*) return 0 ;; esac; done;
 # results in about half the time and CPU; everything else runs plain Ansible, the engine
 # operators use (docs/development.md, "Two Ansible engines"). MCO_TEST_MITOGEN=0: plain only.
 MCO_TEST_MITOGEN_PLUGINS=""
-if [ "${MCO_TEST_MITOGEN:-1}" != 0 ] && wants cluster molecule-booted; then
+if [ "${MCO_TEST_MITOGEN:-1}" != 0 ] && wants cluster molecule-booted protection; then
   if ! mitogen=$(python -c 'import ansible_mitogen, os; print(os.path.dirname(ansible_mitogen.__file__))' 2>&1); then
     echo "mitogen (requirements/dev.txt) is not importable: run make setup, or MCO_TEST_MITOGEN=0 for plain Ansible: $mitogen"
     exit 2
@@ -167,17 +171,17 @@ export MCO_TEST_MITOGEN_PLUGINS
 # the real control plane for cluster, molecule and the booted scenarios, and the node image.
 tier_build() {
   local rc=0 image=""
-  if wants molecule-booted && can_boot; then
+  if wants molecule-booted protection && can_boot; then
     python -m testbed image > "$LOGS/build-image.log" 2>&1 &
     image=$!
   fi
-  if wants pytest cluster molecule molecule-booted; then
+  if wants pytest cluster molecule molecule-booted protection; then
     python scripts/build_images.py || rc=1  # test pods' images: pytest's containerd test, the kubelet nodes
   fi
   if wants vm; then
     python -m testbed vm build >/dev/null || rc=1  # the TCG node (kernel, initramfs, root disk from the image)
   fi
-  if wants cluster molecule molecule-booted; then
+  if wants cluster molecule molecule-booted protection; then
     python -m tests.cluster.build || rc=1
     python scripts/build_schedulers.py || rc=1  # MCO's vc-scheduler and kube-scheduler (cluster tier)
     python -m tests.node.build || rc=1  # the booted Kubernetes nodes' CNI plugins
@@ -191,7 +195,7 @@ tier_build() {
 began=$SECONDS
 # stopped from outside: stop the running tiers too (`timeout` passes TERM on; molecule destroys)
 trap '[ -n "${lane2_pid:-}" ] && pkill -TERM -P "$lane2_pid"; pkill -TERM -P $$; wait; exit 130' INT TERM
-if wants pytest vm cluster molecule molecule-booted; then
+if wants pytest vm cluster molecule molecule-booted protection; then
   # cold: 9-13 min for the Go binaries (2 cores) beside the debootstrap image; warm: seconds
   run_tier build 1800 tier_build
 fi
