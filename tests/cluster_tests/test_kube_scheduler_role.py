@@ -78,7 +78,7 @@ CONFIG = {
     "profiles": [
         {
             "schedulerName": "mco-scheduler",
-            "plugins": {"multiPoint": {"enabled": [{"name": "mco-plugin", "weight": 1}]}},
+            "plugins": {"multiPoint": {"enabled": [{"name": "mco-plugin", "weight": 5}]}},
             "pluginConfig": [{"name": "mco-plugin", "args": PLUGIN_ARGS}],
         }
     ],
