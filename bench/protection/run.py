@@ -1,0 +1,348 @@
+"""Protection on real pods: an online redis pod's latency beside offline antagonist pods, MCO off and on.
+
+Not part of `make test` (its short form is the `protection` tier). Root; the set-up is the
+protection tier's: `molecule create/prepare/converge -s kube_nodes_booted` (two kubelet nodes,
+MCO installed by site.yml with the guard on, Volcano, MCO's kube-scheduler). The benchmark
+empties the scenario's test namespaces first, then on node-b:
+
+- online: a redis pod (Burstable, 100m); an open-loop client in that pod's cgroups on node-b
+  (redis_latency.py: each request's latency counts from when it was due), PINGs for the CPU and cache antagonists, SETs
+  with `appendfsync always` (an fsync before each reply) for the disk antagonist;
+- offline: one stress-ng pod (`--cpu 2`, `--cache 2`, or `--hdd 2 --hdd-opts direct` on an
+  emptyDir) asking for a whole CPU, so the kubelet's CPU weights alone do not favour redis;
+  throughput in bogo ops/s from `--metrics-brief`;
+- conditions, alternated in each round: no antagonist; antagonist with MCO's guard off (node-b's
+  collector stopped: a clean stop gives every limit back); antagonist with the guard on (the
+  detection rules' defaults; CPU, memory and I/O guarded, the collector's default). With
+  the guard on it also measures the time from the antagonist pod's start to the guard's first
+  write on its group (its CPU weight) and to node-b's level in the antagonist's dimension
+  reaching Medium or High in the report.
+
+Prints every round, then medians [min-max] per condition and the ratios the protection targets
+name: p99 with the guard / no antagonist (target <= 1.3) and offline throughput with the guard /
+guard off (target >= 0.5).
+
+Usage: .venv/bin/python bench/protection/run.py [--rounds 3] [--seconds 20] [--antagonists cpu,disk]
+       [--reuse] [--keep]
+(--reuse: the scenario's nodes are up and converged already; --keep: leave them up afterwards)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.guard.bench_guard import bogo_ops_per_s  # noqa: E402 - stress-ng's figures, read as bench/guard does
+
+SCENARIO = "kube_nodes_booted"
+NAMESPACE = "mco-bench-protection"
+CLIENT = Path(__file__).with_name("redis_latency.py")
+CLASS_LABEL = "mco.many-core.io/workload-class"
+NODE_TAINT = {"key": "mco.many-core.io/guard-test", "operator": "Exists", "effect": "NoSchedule"}
+WARMUP_S = 3.0
+METRICS = "http://127.0.0.1:9877/metrics"
+STRESSORS = {
+    "cpu": ["--cpu", "2"],
+    "cache": ["--cache", "2"],
+    "disk": ["--hdd", "2", "--hdd-opts", "direct", "--hdd-bytes", "256m", "--temp-path", "/scratch"],
+}
+CONDITIONS = ("no antagonist", "guard off", "guard on")
+#: The report's dimension each antagonist should raise.
+DIMENSION = {"cpu": "cpu", "cache": "cache", "disk": "io"}
+
+
+def bed_name() -> str:
+    spec = importlib.util.spec_from_file_location("bed", ROOT / "molecule" / "shared" / "inventory" / "bed.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    name: str = module.bed_name(SCENARIO, str(ROOT))
+    return name
+
+
+def molecule(step: str) -> None:
+    print(f"-- molecule {step} -s {SCENARIO}", flush=True)
+    venv = ROOT / ".venv" / "bin"  # molecule runs ansible-playbook and ansible-config from the venv
+    env = {**os.environ, "PATH": f"{venv}:{os.environ.get('PATH', '')}", "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
+    subprocess.run([str(venv / "molecule"), step, "-s", SCENARIO], cwd=ROOT, env=env, check=True)
+
+
+class Nodes:
+    """Commands on the bed's nodes (python -m testbed ssh)."""
+
+    def __init__(self, bed: str) -> None:
+        self.bed = bed
+
+    def run(self, node: str, script: str, *, stdin: str | None = None, timeout: float = 120) -> str:
+        argv = [sys.executable, "-m", "testbed", "--bed", self.bed, "ssh", node, "--", script]
+        done = subprocess.run(argv, cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{node}: {script!r} failed: {done.stderr.strip()[-500:]}")
+        return done.stdout
+
+
+class Cluster:
+    """The pods of the benchmark and the report, through the API server."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        api = config.new_client_from_config(str(kubeconfig))
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    def reset(self) -> None:
+        """The scenario's own test pods away (they load node-a and node-b), a fresh namespace."""
+        for namespace in ("kube-nodes-test", "volcano-job-test", NAMESPACE):
+            with contextlib.suppress(ApiException):
+                self.core.delete_namespace(namespace)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            names = {n.metadata.name for n in self.core.list_namespace().items}
+            if not names & {"kube-nodes-test", "volcano-job-test", NAMESPACE}:
+                break
+            time.sleep(1)
+        else:
+            raise RuntimeError("the test namespaces are still being deleted after 180 s")
+        self.core.create_namespace({"metadata": {"name": NAMESPACE}})
+
+    def pod(self, name: str, image: str, args: list[str], *, cls: str, cpu: str, scratch: str = "") -> None:
+        container: dict[str, Any] = {
+            "name": "main",
+            "image": image,
+            "imagePullPolicy": "Never",
+            "args": args,
+            "resources": {"requests": {"cpu": cpu}},
+        }
+        spec: dict[str, Any] = {
+            "nodeSelector": {"kubernetes.io/hostname": "node-b"},
+            "tolerations": [NODE_TAINT],
+            "automountServiceAccountToken": False,
+            "restartPolicy": "Never",
+            "containers": [container],
+        }
+        if scratch:
+            container["volumeMounts"] = [{"name": "scratch", "mountPath": scratch}]
+            spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        body = {"metadata": {"name": name, "labels": {CLASS_LABEL: cls}}, "spec": spec}
+        self.core.create_namespaced_pod(NAMESPACE, body)
+
+    def wait_running(self, name: str, timeout: float = 120) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pod = self.core.read_namespaced_pod(name, NAMESPACE)
+            if pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or []):
+                return pod
+            if pod.status.phase in ("Failed", "Succeeded"):
+                raise RuntimeError(f"pod {name} ended: {pod.status.phase}")
+            time.sleep(0.2)
+        raise RuntimeError(f"pod {name} not running after {timeout:.0f} s")
+
+    def wait_ended(self, name: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pod = self.core.read_namespaced_pod(name, NAMESPACE)
+            if pod.status.phase in ("Failed", "Succeeded"):
+                logs: str = self.core.read_namespaced_pod_log(name, NAMESPACE)
+                return logs
+            time.sleep(0.5)
+        raise RuntimeError(f"pod {name} still running after {timeout:.0f} s")
+
+    def delete(self, name: str) -> None:
+        with contextlib.suppress(ApiException):
+            self.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                self.core.read_namespaced_pod(name, NAMESPACE)
+            except ApiException:
+                return
+            time.sleep(0.3)
+
+    def level(self, node: str, dimension: str) -> str:
+        """node's level in ``dimension`` (None when the dimension scores 0 and is not listed)."""
+        report = self.custom.get_cluster_custom_object(
+            "mco.many-core.io", "v1alpha1", "nodeinterferencereports", "cluster"
+        )
+        for entry in (report.get("status") or {}).get("nodes") or []:
+            if entry.get("name") == node:
+                level: str = ((entry.get("dimensions") or {}).get(dimension) or {}).get("level", "None")
+                return level
+        return "not reported"
+
+
+def images() -> dict[str, str]:
+    out = subprocess.run(
+        [sys.executable, "scripts/build_images.py", "--print"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+class Bench:
+    def __init__(self, cluster: Cluster, nodes: Nodes, args: argparse.Namespace) -> None:
+        self.cluster, self.nodes, self.args = cluster, nodes, args
+        self.image = images()
+        self.redis_ip = self.redis_uid = ""
+
+    def online(self, kind: str) -> None:
+        """The redis pod for this antagonist's rounds (PINGs; SETs with an fsync each for disk)."""
+        self.cluster.delete("online")
+        persist = ["--appendonly", "yes", "--appendfsync", "always", "--dir", "/data"] if kind == "disk" else []
+        args = ["--protected-mode", "no", "--save", "", "--port", "6379", *persist]
+        self.cluster.pod("online", self.image["redis-image"], args, cls="online", cpu="100m", scratch="/data")
+        pod = self.cluster.wait_running("online")
+        self.redis_ip, self.redis_uid = pod.status.pod_ip, pod.metadata.uid
+
+    def drive(self, kind: str) -> dict[str, float]:
+        rate, command = (self.args.disk_rate, "SET") if kind == "disk" else (self.args.rate, "PING")
+        # the client in the online pod's own groups on node-b: it waits for a CPU as redis does (the
+        # nodes share this host's CPUs, so a client on node-a would compete with node-b's batch pod
+        # as a whole node, beyond any weight inside node-b)
+        pod = f"kubepods/burstable/pod{self.redis_uid}"
+        groups = " ".join(f"/sys/fs/cgroup/{tree}/{pod}" for tree in ("cpu", "unified"))
+        script = (
+            f"for g in {groups}; do echo $$ > $g/cgroup.procs || exit 1; done; "
+            f"exec python3 - {self.redis_ip} 6379 {rate:g} {self.args.seconds:g} {command}"
+        )
+        out = self.nodes.run("node-b", script, stdin=CLIENT.read_text(), timeout=self.args.seconds * 4 + 60)
+        figures: dict[str, float] = json.loads(out)
+        return figures
+
+    def guard_everything(self) -> None:
+        """node-b's guard limits CPU, memory and I/O (the collector's default; the scenario's
+        inventory limits CPU only, for its own checks)."""
+        self.nodes.run(
+            "node-b",
+            'sed -i \'s/^guard_resources: .*/guard_resources: ["cpu", "memory", "io"]/\' /etc/mco/collector.yaml'
+            " && systemctl restart mco-collector",
+        )
+
+    def collector(self, state: str) -> None:
+        self.nodes.run("node-b", f"systemctl {state} mco-collector")
+        if state == "start":  # serving again, with the analyzer's list of node-b's pods
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                with contextlib.suppress(RuntimeError):
+                    text = self.nodes.run("node-b", f"curl -fsS {METRICS}")
+                    if re.search(r'mco_guard_groups\{class="online",from="pods"\} [1-9]', text):
+                        return
+                time.sleep(1)
+            raise RuntimeError("node-b's collector did not name the online pod within 60 s")
+
+    def watch(self, kind: str, uid: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
+        """Seconds from ``started`` to the guard's first write on the antagonist's group (its CPU
+        weight) and to node-b's level in the antagonist's dimension reaching Medium or High."""
+        shares = f"/sys/fs/cgroup/cpu/kubepods/burstable/pod{uid}/cpu.shares"
+        while not stop.is_set() and ("first_write_s" not in out or "medium_s" not in out):
+            if "first_write_s" not in out:
+                with contextlib.suppress(RuntimeError):
+                    if self.nodes.run("node-b", f"cat {shares}").strip() == "2":
+                        out["first_write_s"] = time.monotonic() - started
+            if "medium_s" not in out and self.cluster.level("node-b", DIMENSION[kind]) in ("Medium", "High"):
+                out["medium_s"] = time.monotonic() - started
+            stop.wait(0.5)
+
+    def round(self, kind: str, mode: str) -> dict[str, float]:
+        if mode == "no antagonist":
+            return self.drive(kind)
+        self.collector("stop" if mode == "guard off" else "start")
+        seconds = self.args.seconds + WARMUP_S + 2
+        args = [*STRESSORS[kind], "--timeout", f"{int(seconds)}s", "--metrics-brief"]
+        scratch = "/scratch" if kind == "disk" else ""
+        self.cluster.pod("antagonist", self.image["stress-ng-image"], args, cls="offline", cpu="1", scratch=scratch)
+        pod = self.cluster.wait_running("antagonist")
+        started = time.monotonic()
+        times: dict[str, float] = {}
+        stop = threading.Event()
+        watcher = threading.Thread(target=self.watch, args=(kind, pod.metadata.uid, started, stop, times))
+        if mode == "guard on":
+            watcher.start()
+        try:
+            figures = self.drive(kind)
+            figures["offline_ops_s"] = bogo_ops_per_s(self.cluster.wait_ended("antagonist", seconds + 120))
+        finally:
+            stop.set()
+            if watcher.is_alive():
+                watcher.join()
+            self.cluster.delete("antagonist")
+        return {**figures, **times}
+
+
+def median_text(values: list[float]) -> str:
+    return f"{statistics.median(values):9.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per condition")
+    parser.add_argument("--rate", type=float, default=1000.0, help="online PINGs per second")
+    parser.add_argument("--disk-rate", type=float, default=300.0, help="online SETs per second in disk rounds")
+    parser.add_argument("--antagonists", default="cpu,disk", help="any of cpu, cache, disk")
+    parser.add_argument("--reuse", action="store_true", help="the scenario's nodes are converged already")
+    parser.add_argument("--keep", action="store_true", help="leave the nodes up afterwards")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("run as root (booted test nodes)", file=sys.stderr)
+        return 2
+    kinds = args.antagonists.split(",")
+    if unknown := set(kinds) - set(STRESSORS):
+        print(f"unknown antagonist(s) {sorted(unknown)}; known: {', '.join(STRESSORS)}", file=sys.stderr)
+        return 2
+    if not args.reuse:
+        for step in ("destroy", "create", "prepare", "converge"):
+            molecule(step)
+    bed = bed_name()
+    state = Path(os.environ.get("MCO_TESTBED_STATE") or "/run/mco-testbed")
+    cluster = Cluster(state / bed / "kubeconfig-host")
+    bench = Bench(cluster, Nodes(bed), args)
+    results: dict[str, list[dict[str, float]]] = {}
+    try:
+        cluster.reset()
+        bench.guard_everything()
+        for kind in kinds:
+            bench.online(kind)
+            for r in range(args.rounds):
+                for mode in CONDITIONS if r % 2 == 0 else [CONDITIONS[0], *reversed(CONDITIONS[1:])]:
+                    key = f"{kind}: {mode}"
+                    got = bench.round(kind, mode)
+                    results.setdefault(key, []).append(got)
+                    print(f"round {r + 1} {key:22} " + "  ".join(f"{k} {v:.2f}" for k, v in got.items()), flush=True)
+        bench.collector("start")
+    finally:
+        if not args.keep:
+            molecule("destroy")
+    print(f"\n== medians [min-max] of {args.rounds} rounds, {args.seconds:g} s each ==")
+    for key, rounds in results.items():
+        names = [k for k in rounds[0] if all(k in r for r in rounds)]
+        print(f"{key:22} " + "  ".join(f"{k} {median_text([r[k] for r in rounds])}" for k in names))
+    for kind in kinds:
+        p99 = {m: statistics.median(r["p99_ms"] for r in results[f"{kind}: {m}"]) for m in CONDITIONS}
+        ops = {m: statistics.median(r["offline_ops_s"] for r in results[f"{kind}: {m}"]) for m in CONDITIONS[1:]}
+        kept = ops["guard on"] / ops["guard off"]
+        print(
+            f"{kind}: p99 guard on / no antagonist = {p99['guard on'] / p99['no antagonist']:.2f} (target <= 1.3); "
+            f"guard off / no antagonist = {p99['guard off'] / p99['no antagonist']:.2f}; "
+            f"offline throughput on / off = {kept:.2f} (target >= 0.5)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
