@@ -151,6 +151,9 @@ def test_values_go_packed_only_to_an_analyzer_that_announced_them() -> None:
         stream.publish(sample_to_proto(make_sample(1)))
         second = new.wait_samples(2)[1]
         assert list(second.value_names) == ["psiIoSomeAvg10"]
+        # acknowledged before the server goes: an unacknowledged sample is sent again on the next
+        # connection (at least once), and the old analyzer would then get two
+        wait_for(lambda: stream.status().sent == 2, what="the second ack")
         server.stop(None).wait()
         wait_for(lambda: not stream.status().connected, what="disconnect noticed")
         old = Recorder()
