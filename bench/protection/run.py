@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.guard.bench_guard import bogo_ops_per_s  # noqa: E402 - stress-ng's figures, read as bench/guard does
+from testbed.nodes import Bed  # noqa: E402
 
 SCENARIO = "kube_nodes_booted"
 NAMESPACE = "mco-bench-protection"
@@ -86,13 +87,14 @@ def molecule(step: str) -> None:
 
 
 class Nodes:
-    """Commands on the bed's nodes (python -m testbed ssh)."""
+    """Commands on the bed's nodes, over the testbed's own ssh (no Python process per command: the
+    watcher polls while a round is measured)."""
 
     def __init__(self, bed: str) -> None:
-        self.bed = bed
+        self.bed = Bed(bed)
 
     def run(self, node: str, script: str, *, stdin: str | None = None, timeout: float = 120) -> str:
-        argv = [sys.executable, "-m", "testbed", "--bed", self.bed, "ssh", node, "--", script]
+        argv = self.bed.ssh_argv(node, [script])
         done = subprocess.run(argv, cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"{node}: {script!r} failed: {done.stderr.strip()[-500:]}")
