@@ -222,12 +222,12 @@ for name in $([ -f "$LOGS/build.result" ] && echo build) $TIERS; do
   case $status in passed) passed=$((passed + 1)) ;; skipped*) skipped=$((skipped + 1)) ;; *) failed=$((failed + 1)) ;; esac
 done
 # What failed, again at the very end (a CI page may show only the last lines of a long run):
-# pytest's short summary and molecule's failed tasks of each failed tier.
+# pytest's short summary and molecule's failed tasks (name, assertion, msg) of each failed tier.
 for name in $TIERS; do
   status=""; [ -f "$LOGS/$name.result" ] && IFS=$'\t' read -r status _ < "$LOGS/$name.result"
   case $status in passed|skipped*) continue ;; esac
   printf '  %s failures:\n' "$name"
-  grep -E '^(FAILED|ERROR) |fatal: \[|scenario .* FAILED' "$LOGS/$name.log" 2>/dev/null | cut -c1-300 | tail -n 15 | sed 's/^/    /'
+  awk -f scripts/tier_failures.awk "$LOGS/$name.log" 2>/dev/null | cut -c1-400 | tail -n 20 | sed 's/^/    /'
 done
 printf 'tiers: %d passed, %d failed, %d skipped\n' "$passed" "$failed" "$skipped"
 [ "$failed" -eq 0 ]
