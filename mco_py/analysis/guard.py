@@ -12,6 +12,20 @@ tasks stalled, from the cgroups' PSI ``total=``) and calls :func:`decide`:
 
 The limit is a share of the node's CPUs (1.0 = every CPU), applied to each offline group; online
 groups are never limited: :func:`decide` only ever returns a limit for the offline class.
+
+I/O has its own law, :func:`decide_io`, a setpoint loop: an online service's tail latency grows
+long before its I/O stall share reaches the CPU law's threshold (one fsync waiting behind a batch
+writer's queue is a few percent of an interval), and the latency it gets back falls smoothly with
+the batch's bandwidth (docs/benchmarks.md), so a fixed cut to a floor either misses or starves.
+The offline I/O limit (a share of the offline groups' rate when first limited) is steered so that
+the worst online group's I/O stall stays near ``io_target``:
+
+- stall above ``io_target`` * :data:`IO_CUT_ABOVE`: the limit is multiplied by ``io_target`` /
+  stall (a proportional step: the further off, the deeper the cut), at most halved
+  (``step_down``), never below ``io_floor``;
+- stall at or below ``io_target`` * :data:`IO_GROW_BELOW` (or unknown) for ``calm_intervals``
+  intervals in a row: the limit grows by :data:`IO_GROWTH`; it is lifted once it reaches 1;
+- in between (the dead band): the limit holds, so a settled loop does not oscillate.
 """
 
 from __future__ import annotations
@@ -53,6 +67,10 @@ class GuardRules:
     """Each step up adds this share of the node's CPUs (0 < step_up <= 1)."""
     floor: float = 0.1
     """The limit never goes below this share of the node's CPUs (0 lets offline work stop)."""
+    io_target: float = 3.0
+    """Online I/O stall share, percent, that the offline I/O limit is steered to (:func:`decide_io`)."""
+    io_floor: float = 0.02
+    """The I/O limit never goes below this share of the offline groups' rate when first limited."""
 
     def __post_init__(self) -> None:
         problems = list(rule_problems(self))
@@ -63,7 +81,15 @@ class GuardRules:
 def rule_problems(rules: GuardRules) -> list[str]:
     """What is wrong with ``rules`` (empty: nothing)."""
     out = []
-    values = (rules.throttle_above, rules.release_below, rules.step_down, rules.step_up, rules.floor)
+    values = (
+        rules.throttle_above,
+        rules.release_below,
+        rules.step_down,
+        rules.step_up,
+        rules.floor,
+        rules.io_target,
+        rules.io_floor,
+    )
     if not all(math.isfinite(v) for v in values):
         return ["every value must be a finite number"]
     if not 0 <= rules.release_below < rules.throttle_above <= 100:
@@ -78,6 +104,10 @@ def rule_problems(rules: GuardRules) -> list[str]:
         out.append(f"step_up ({rules.step_up:g}) must be above 0 and at most 1")
     if not 0 <= rules.floor < 1:
         out.append(f"floor ({rules.floor:g}) must be at least 0 and below 1")
+    if not 0 < rules.io_target <= 100:
+        out.append(f"io_target ({rules.io_target:g}) must be above 0 and at most 100 (percent)")
+    if not 0 <= rules.io_floor < 1:
+        out.append(f"io_floor ({rules.io_floor:g}) must be at least 0 and below 1")
     return out
 
 
@@ -124,15 +154,39 @@ def decide(state: GuardState, pressure: float | None, rules: GuardRules) -> tupl
     return _calm_step(state, rules)
 
 
-def _calm_step(state: GuardState, rules: GuardRules) -> tuple[GuardState, Action]:
+def _calm_step(state: GuardState, rules: GuardRules, raised: float | None = None) -> tuple[GuardState, Action]:
+    """One calm interval: after ``calm_intervals`` of them the limit becomes ``raised`` (default:
+    ``step_up`` more), and is lifted once that reaches 1."""
     assert state.limit is not None
     calm = state.calm + 1
     if calm < rules.calm_intervals:
         return GuardState(state.limit, calm), Action.HOLD
-    raised = state.limit + rules.step_up
+    if raised is None:
+        raised = state.limit + rules.step_up
     if raised >= 1.0:
         return GuardState(None, 0), Action.RELEASE
     return GuardState(raised, 0), Action.RELAX
+
+
+#: The I/O dead band: a stall above ``io_target`` times this cuts the limit ...
+IO_CUT_ABOVE = 1.25
+#: ... and one at or below ``io_target`` times this counts as calm.
+IO_GROW_BELOW = 0.5
+#: Each calm step multiplies the I/O limit by this (from the 0.02 floor to lifted: 22 steps).
+IO_GROWTH = 1.2
+
+
+def decide_io(state: GuardState, pressure: float | None, rules: GuardRules) -> tuple[GuardState, Action]:
+    """The next I/O state for one interval's online I/O stall ``pressure`` (percent; None: not
+    measurable): steered towards ``io_target`` (module docstring)."""
+    target = rules.io_target
+    if pressure is not None and pressure > target * IO_CUT_ABOVE:
+        current = 1.0 if state.limit is None else state.limit
+        cut = max(rules.io_floor, current * max(rules.step_down, target / pressure))
+        return GuardState(min(cut, current), 0), Action.THROTTLE if cut < current else Action.HOLD
+    if state.limit is None or (pressure is not None and pressure > target * IO_GROW_BELOW):
+        return GuardState(state.limit, 0), Action.HOLD
+    return _calm_step(state, rules, state.limit * IO_GROWTH)
 
 
 @dataclass(frozen=True, slots=True)

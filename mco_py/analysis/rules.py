@@ -158,6 +158,8 @@ _GUARD_NUMBERS = {
     "stepDown": "step_down",
     "stepUp": "step_up",
     "floor": "floor",
+    "ioTarget": "io_target",
+    "ioFloor": "io_floor",
 }
 _GUARD_KEYS = (*_GUARD_NUMBERS, "offlineQosClasses", "offlineRuntimeClasses")
 _V1_TOP = ("version", "signals", "levels", "smoothing", "hysteresis", "staleness")

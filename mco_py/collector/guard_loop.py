@@ -1,7 +1,8 @@
 """The node guard in the collector: every ``guard_interval_s`` it measures the online groups'
-CPU pressure, decides (:mod:`mco_py.analysis.guard`) and limits the offline groups' CPU quota
-(:mod:`mco_py.collector.cgroups`), or in ``dry-run`` only says what it would do. While it is on,
-the offline groups also keep the lowest CPU weight, so online work that wakes up runs first.
+CPU, memory and I/O pressure, decides (:mod:`mco_py.analysis.guard`) and limits the offline
+groups' CPU quota (:mod:`mco_py.collector.cgroups`), memory and I/O (:mod:`mco_py.collector.mem_io`),
+or in ``dry-run`` only says what it would do. While it is on, the offline groups also keep the
+lowest CPU weight, so online work that wakes up runs first.
 
 Limits it wrote are journalled first and restored when it stops, when the limit is lifted, and
 when it starts after a guard was killed with limits in place. Only the configured offline groups
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mco_py.analysis.guard import Action, GuardChange, GuardRules, GuardState, change_text, decide
+from mco_py.analysis.guard import Action, GuardChange, GuardRules, GuardState, change_text, decide, decide_io
 from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter
 from mco_py.collector.exporter import Family
 from mco_py.collector.mem_io import IoKnob, MemoryKnob, Write
@@ -183,11 +184,11 @@ class Guard:
         return action
 
     def _decide(self, resource: str, state: GuardState, rules: GuardRules) -> tuple[GuardState, Action, float | None]:
-        """One resource's next state from the worst online group's stall share on it; a change is
-        recorded (for the analyzer's Event) and logged in the Event's words."""
+        """One resource's next state from the worst online group's stall share on it (I/O: its
+        setpoint law); a change is recorded (for the analyzer's Event) and logged in the Event's words."""
         known = [p for g in self.online if (p := self.meter.share(g, resource)) is not None]
         pressure = max(known) if known else None
-        new, action = decide(state, pressure, rules)
+        new, action = (decide_io if resource == "io" else decide)(state, pressure, rules)
         if action is not Action.HOLD:
             change = GuardChange(self.node, self._wall_clock(), action, state.limit, new.limit, pressure, self.cpus,
                                  self.mode == "dry-run", resource)  # fmt: skip

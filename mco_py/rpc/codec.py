@@ -156,12 +156,16 @@ def guard_rules_to_proto(rules: GuardRules) -> pb.Control:
             step_down=rules.step_down,
             step_up=rules.step_up,
             floor=rules.floor,
+            io_target=rules.io_target,
+            io_floor=rules.io_floor,
         )
     )
 
 
 def guard_rules_from_proto(msg: pb.GuardRules) -> GuardRules:
-    """The guard rules an analyzer sent; raises ConfigError when they are not valid."""
+    """The guard rules an analyzer sent (an older analyzer's lack the I/O setpoint: the defaults);
+    raises ConfigError when they are not valid."""
+    defaults = GuardRules()
     return GuardRules(
         throttle_above=msg.throttle_above,
         release_below=msg.release_below,
@@ -169,6 +173,8 @@ def guard_rules_from_proto(msg: pb.GuardRules) -> GuardRules:
         step_down=msg.step_down,
         step_up=msg.step_up,
         floor=msg.floor,
+        io_target=msg.io_target if msg.HasField("io_target") else defaults.io_target,
+        io_floor=msg.io_floor if msg.HasField("io_floor") else defaults.io_floor,
     )
 
 

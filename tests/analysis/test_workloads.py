@@ -143,16 +143,19 @@ RULES = "format: 2\nversion: x\ndimensions: {cpu: {signals: {psiCpuSomeRate: {wa
 
 
 def test_the_guard_section_of_the_rules_is_validated_and_round_trips() -> None:
-    rules = parse_rules(RULES + "guard: {throttleAbove: 15, offlineRuntimeClasses: [kata-*, gvisor]}\n")
+    rules = parse_rules(RULES + "guard: {throttleAbove: 15, ioTarget: 4.5, offlineRuntimeClasses: [kata-*, gvisor]}\n")
     assert rules.guard is not None
-    assert rules.guard.throttle_above == 15
+    assert (rules.guard.throttle_above, rules.guard.io_target, rules.guard.io_floor) == (15, 4.5, 0.02)
     assert rules.workloads.offline_runtime_classes == ("kata-*", "gvisor")
     assert rules_from_mapping(rules_to_mapping(rules)) == rules
     assert parse_rules(RULES).guard is None, "no section: collectors keep their own rules"
     with pytest.raises(RulesError) as err:
-        parse_rules(RULES + "guard: {releaseBelow: 50, calmIntervals: 0, offlineQosClasses: [Gold], bogus: 1}\n")
+        parse_rules(
+            RULES + "guard: {releaseBelow: 50, calmIntervals: 0, offlineQosClasses: [Gold], bogus: 1, ioTarget: 0}\n"
+        )
     text = str(err.value)
     for needed in (
+        "io_target (0) must be above 0",
         "guard.bogus: unknown key",
         "guard.calmIntervals",
         "'Gold' is not a QoS class",

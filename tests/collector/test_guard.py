@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mco_py.analysis.guard import Action, GuardRules, GuardState, decide, rules_from_mapping
+from mco_py.analysis.guard import (
+    IO_CUT_ABOVE,
+    IO_GROW_BELOW,
+    IO_GROWTH,
+    Action,
+    GuardRules,
+    GuardState,
+    decide,
+    decide_io,
+    rules_from_mapping,
+)
 from mco_py.analysis.workloads import WorkloadPod, pod_group
 from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter, WorkloadPressureSource, detect_layout
 from mco_py.collector.config import load_settings
@@ -27,6 +38,8 @@ _rules = st.builds(
     step_down=st.floats(0.05, 0.95),
     step_up=st.floats(0.01, 1.0),
     floor=st.floats(0, 0.9),
+    io_target=st.floats(0.5, 50),
+    io_floor=st.floats(0, 0.9),
 )
 _pressure = st.none() | st.floats(0, 100)
 
@@ -90,12 +103,78 @@ def test_each_step_is_bounded() -> None:
     assert (state, action) == (GuardState(), Action.RELEASE)
 
 
+@given(rules=_rules, pressures=st.lists(_pressure, max_size=60))
+def test_the_io_limit_stays_between_its_floor_and_unlimited_and_holds_in_the_dead_band(
+    rules: GuardRules, pressures: list[float | None]
+) -> None:
+    state = GuardState()
+    for pressure in pressures:
+        before = state.limit
+        state, action = decide_io(state, pressure, rules)
+        if state.limit is not None:
+            assert rules.io_floor <= state.limit < 1.0 or state.limit == before
+        band = (rules.io_target * IO_GROW_BELOW, rules.io_target * IO_CUT_ABOVE)
+        if pressure is not None and band[0] < pressure <= band[1]:
+            assert (state.limit, action) == (before, Action.HOLD), "in the dead band nothing changes"
+        if action is Action.THROTTLE:
+            assert pressure is not None
+            assert pressure > band[1]
+            cut_to = (1.0 if before is None else before) * max(rules.step_down, rules.io_target / pressure)
+            assert state.limit == pytest.approx(max(rules.io_floor, cut_to)), "a proportional cut, at most step_down"
+        if action is Action.RELAX:
+            assert before is not None
+            assert state.limit == pytest.approx(before * IO_GROWTH)
+
+
+def test_the_io_limit_is_cut_in_proportion_and_grows_back_slowly() -> None:
+    rules = GuardRules(io_target=3, io_floor=0.02, calm_intervals=2)
+    state, action = decide_io(GuardState(), 4.0, rules)  # 4 > 3.75: 3/4 of unlimited
+    assert (state, action) == (GuardState(0.75, 0), Action.THROTTLE)
+    state, _ = decide_io(state, 60.0, rules)  # far off: halved at most
+    assert state.limit == pytest.approx(0.375)
+    state, _ = decide_io(state, 3.5, rules)  # inside the band
+    assert state == GuardState(0.375, 0)
+    for _ in range(12):
+        state, _ = decide_io(state, 100.0, rules)
+    assert state.limit == pytest.approx(0.02), "never below io_floor"
+    state, action = decide_io(state, 1.0, rules)
+    assert (state, action) == (GuardState(0.02, 1), Action.HOLD)
+    state, action = decide_io(state, None, rules)  # unknown counts as calm
+    assert (state, action) == (GuardState(pytest.approx(0.024), 0), Action.RELAX)  # type: ignore[arg-type]
+    calm = 0
+    while action is not Action.RELEASE and calm < 100:
+        state, action = decide_io(state, 0.0, rules)
+        calm += 1
+    assert state == GuardState()
+    assert calm == 2 * math.ceil(math.log(1 / 0.024) / math.log(IO_GROWTH)), "x1.2 every 2 calm intervals"
+
+
+@pytest.mark.parametrize("gain", [5.0, 20.0, 60.0, 300.0])
+def test_the_io_loop_settles_near_its_target_and_stays_there(gain: float) -> None:
+    """Against a disk where the online stall grows with the batch's bandwidth (stall = gain *
+    limit, +-15 % noise each interval), the loop settles within a few intervals at a limit whose
+    stall is near the target, then moves it by no more than one step."""
+    noise = random.Random(int(gain))
+    rules = GuardRules(io_target=3, io_floor=0.001)
+    state, limits = GuardState(), []
+    for _ in range(300):
+        stall = gain * (1.0 if state.limit is None else state.limit) * noise.uniform(0.85, 1.15)
+        state, _ = decide_io(state, stall, rules)
+        limits.append(1.0 if state.limit is None else state.limit)
+    settled = limits[20:]
+    assert gain * min(settled) >= 3 * IO_GROW_BELOW / 1.15, "settled near the target, not starved"
+    assert gain * max(settled) <= 3 * IO_CUT_ABOVE / 0.85, "settled near the target, not above it"
+    assert max(settled) / min(settled) <= IO_GROWTH * 1.01, "no oscillation beyond one step"
+
+
 @pytest.mark.parametrize(
     ("doc", "says"),
     [
         ({"throttle_above": 2, "release_below": 5}, "release_below (5) < throttle_above (2)"),
         ({"step_down": 1.5}, "step_down (1.5) must be between 0 and 1"),
         ({"floor": 1}, "floor (1) must be at least 0 and below 1"),
+        ({"io_target": 0}, "io_target (0) must be above 0 and at most 100"),
+        ({"io_floor": -0.1}, "io_floor (-0.1) must be at least 0 and below 1"),
         ({"calm_intervals": 0}, "calm_intervals (0) must be at least 1"),
         ({"calm_intervals": 1.5}, "calm_intervals: 1.5 is not an integer"),
         ({"step_up": "lots"}, "step_up: 'lots' is not a number"),

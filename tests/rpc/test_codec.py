@@ -129,8 +129,12 @@ def test_guard_messages_round_trip_and_bad_ones_are_refused() -> None:
     ):
         with pytest.raises(ValueError, match="guard action"):
             codec.guard_change_from_proto(bad)
-    rules = GuardRules(throttle_above=30, floor=0.2)
+    rules = GuardRules(throttle_above=30, floor=0.2, io_target=5, io_floor=0.1)
     assert codec.guard_rules_from_proto(codec.guard_rules_to_proto(rules).guard_rules) == rules
+    older = pb.GuardRules(throttle_above=30, release_below=2, calm_intervals=3, step_down=0.5, step_up=0.1, floor=0.2)
+    assert codec.guard_rules_from_proto(older) == GuardRules(throttle_above=30, floor=0.2), (
+        "an analyzer from before the I/O setpoint: the collector's defaults for it"
+    )
     with pytest.raises(ConfigError):
         codec.guard_rules_from_proto(pb.GuardRules())  # all zero: not valid rules
     pod = WorkloadPod("ns", "p", "0b5e6a10-1111-4c1e-9a55-3d0e7f1b2c9a", "BestEffort", "offline")

@@ -472,6 +472,8 @@ class GuardRules(_message.Message):
     STEP_DOWN_FIELD_NUMBER: _builtins.int
     STEP_UP_FIELD_NUMBER: _builtins.int
     FLOOR_FIELD_NUMBER: _builtins.int
+    IO_TARGET_FIELD_NUMBER: _builtins.int
+    IO_FLOOR_FIELD_NUMBER: _builtins.int
     throttle_above: _builtins.float
     """Online CPU stall share (percent) that cuts the offline limit."""
     release_below: _builtins.float
@@ -484,6 +486,14 @@ class GuardRules(_message.Message):
     """Each step up adds this share of the node's CPUs."""
     floor: _builtins.float
     """The limit never goes below this share of the node's CPUs."""
+    io_target: _builtins.float
+    """Online I/O stall share (percent) the offline I/O limit is steered to; absent (an older
+    analyzer): the collector's default.
+    """
+    io_floor: _builtins.float
+    """The I/O limit never goes below this share of the offline rate when first limited; absent:
+    the collector's default.
+    """
     def __init__(
         self,
         *,
@@ -493,12 +503,21 @@ class GuardRules(_message.Message):
         step_down: _builtins.float = ...,
         step_up: _builtins.float = ...,
         floor: _builtins.float = ...,
+        io_target: _builtins.float | None = ...,
+        io_floor: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_io_floor", b"_io_floor", "_io_target", b"_io_target", "io_floor", b"io_floor", "io_target", b"io_target"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calm_intervals", b"calm_intervals", "floor", b"floor", "release_below", b"release_below", "step_down", b"step_down", "step_up", b"step_up", "throttle_above", b"throttle_above"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_io_floor", b"_io_floor", "_io_target", b"_io_target", "calm_intervals", b"calm_intervals", "floor", b"floor", "io_floor", b"io_floor", "io_target", b"io_target", "release_below", b"release_below", "step_down", b"step_down", "step_up", b"step_up", "throttle_above", b"throttle_above"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__io_floor: _TypeAlias = _typing.Literal["io_floor"]  # noqa: Y015
+    _WhichOneofArgType__io_floor: _TypeAlias = _typing.Literal["_io_floor", b"_io_floor"]  # noqa: Y015
+    _WhichOneofReturnType__io_target: _TypeAlias = _typing.Literal["io_target"]  # noqa: Y015
+    _WhichOneofArgType__io_target: _TypeAlias = _typing.Literal["_io_target", b"_io_target"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__io_floor) -> _WhichOneofReturnType__io_floor | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__io_target) -> _WhichOneofReturnType__io_target | None: ...
 
 Global___GuardRules: _TypeAlias = GuardRules  # noqa: Y015
 
