@@ -81,6 +81,22 @@ class Env:
         self.kubectl("patch", "nir", "cluster", "--subresource=status", "--type=merge", "-p",
                      json.dumps({"status": doc}))  # fmt: skip
 
+    def report_in_use(self, nodes: int, timeout: float = 60.0) -> None:
+        """Wait until Volcano's mco-plugin scores by a report of ``nodes`` entries (out of basic
+        mode). Its informer starts at the first session, here before the CRD exists, and retries
+        the list with a backoff that a loaded machine stretches. (kube-scheduler's starts with the
+        plugin, and its state is known only from its first scheduling cycle on.)"""
+        scheduler = "volcano"
+
+        def in_use() -> bool:
+            metrics = self.metrics(scheduler)
+            return (
+                metrics.get(("mco_extender_basic_mode", ())) == 0
+                and metrics.get(("mco_scheduler_plugin_report_nodes", ())) == nodes
+            )
+
+        wait_until(in_use, f"{scheduler}'s plugin to use the report's {nodes} nodes", timeout)
+
     def pods(
         self,
         prefix: str,
@@ -220,6 +236,8 @@ def _logs(env: Env) -> str:
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_both_schedulers_filter_prefer_quiet_nodes_and_keep_kata_pods_on_kata_nodes(env: Env, scheduler: str) -> None:
     env.report(HOT)
+    if scheduler == "volcano":
+        env.report_in_use(len(HOT))
     first = env.placements(env.pods(f"{scheduler[:3]}-one", 1, scheduler))
     assert list(first.values()) == ["node-1"], (first, _logs(env))
     spread = env.placements(env.pods(f"{scheduler[:3]}-many", 8, scheduler))
