@@ -16,7 +16,10 @@ empties the scenario's test namespaces first, then on node-b:
   detection rules' defaults; CPU, memory and I/O guarded, the collector's default). With
   the guard on it also measures the time from the antagonist pod's start to the guard's first
   write on its group (its CPU weight) and to node-b's level in the antagonist's dimension
-  reaching Medium or High in the report.
+  reaching Medium or High in the report, and in disk rounds the guard's offline I/O limit at
+  the end (share of the batch's rate when first limited). Every condition also gives the redis
+  pod's own CPU and I/O stall share over the measured seconds (its cgroup's PSI), the signal the
+  guard steers by.
 
 Prints every round, then medians [min-max] per condition and the ratios the protection targets
 name: p99 with the guard / no antagonist (target <= 1.3) and offline throughput with the guard /
@@ -222,9 +225,29 @@ class Bench:
             f"for g in {groups}; do echo $$ > $g/cgroup.procs || exit 1; done; "
             f"exec python3 - {self.redis_ip} 6379 {rate:g} {self.args.seconds:g} {command}"
         )
+        before = self.stalled()
         out = self.nodes.run("node-b", script, stdin=CLIENT.read_text(), timeout=self.args.seconds * 4 + 60)
+        after = self.stalled()
         figures: dict[str, float] = json.loads(out)
+        span = after["at"] - before["at"]
+        for resource in ("cpu", "io"):
+            figures[f"online_{resource}_stall_pct"] = 100 * (after[resource] - before[resource]) / span
         return figures
+
+    def stalled(self) -> dict[str, float]:
+        """The redis pod's stall seconds on CPU and I/O so far (PSI some total= of its unified
+        group), and when they were read (seconds)."""
+        group = f"/sys/fs/cgroup/unified/kubepods/burstable/pod{self.redis_uid}"
+        out = self.nodes.run("node-b", f"cat /proc/uptime {group}/cpu.pressure {group}/io.pressure")
+        lines = out.splitlines()
+        totals = [int(line.rsplit("total=", 1)[1]) / 1e6 for line in lines if line.startswith("some ")]
+        return {"at": float(lines[0].split()[0]), "cpu": totals[0], "io": totals[1]}
+
+    def io_limit(self) -> float:
+        """node-b's guard's offline I/O limit now, share of the offline rate when first limited."""
+        text = self.nodes.run("node-b", f"curl -fsS {METRICS}")
+        found = re.search(r'^mco_guard_offline_limit_ratio\{resource="io"\} (\S+)$', text, re.M)
+        return float(found.group(1)) if found else float("nan")
 
     def guard_everything(self) -> None:
         """node-b's guard limits CPU, memory and I/O (the collector's default; the scenario's
@@ -277,6 +300,8 @@ class Bench:
             watcher.start()
         try:
             figures = self.drive(kind)
+            if mode == "guard on" and kind == "disk":
+                figures["io_limit"] = self.io_limit()
             figures["offline_ops_s"] = bogo_ops_per_s(self.cluster.wait_ended("antagonist", seconds + 120))
         finally:
             stop.set()

@@ -437,6 +437,69 @@ def restore_after_kill() -> dict[str, object]:
     return out
 
 
+#: Levels in order, for "at least Medium".
+LEVELS = ("None", "Low", "Medium", "High")
+#: (phase, load, seconds) of :func:`detection`: each antagonist, then as long without it.
+DETECTION_PHASES = (
+    ("calm", "", 8),
+    ("cpu", "cpu", 20),
+    ("after cpu", "", 20),
+    ("disk", "disk", 20),
+    ("after disk", "", 20),
+)
+
+
+def detection() -> dict[str, object]:
+    """Detection on this kernel's own signals: the collector's sources (open_sources, as
+    ``mco collector`` opens them) sampled every second and scored by the analyzer's Scorer
+    with the shipped rules, through a calm phase, a CPU antagonist (four busy loops on two
+    CPUs), its end, a disk antagonist (two O_DIRECT writers on the scratch disk) and its end.
+    Per phase: each dimension's highest level, its level at the end, and the seconds from the
+    phase's start to Medium or higher."""
+    from mco_py.analysis.rules import default_rules
+    from mco_py.analysis.scoring import Scorer
+    from mco_py.collector.config import CollectorSettings
+    from mco_py.collector.sampler import Sampler, open_sources
+    from mco_py.model import Sample, SignalReading
+
+    node = "vm-node"
+    offline = group("offline")
+    sampler = Sampler(open_sources(CollectorSettings(node_name=node)), node=node)
+    scorer = Scorer(default_rules())
+    loads = {
+        "cpu": lambda: [spawn(BUSY, offline) for _ in range(4)],
+        "disk": lambda: [spawn(("python3", str(ME), "direct_writer", "600", str(64 * i)), offline) for i in range(2)],
+    }
+    phases: dict[str, dict[str, object]] = {}
+    out: dict[str, object] = {"backends": sampler.backends, "phases": phases}
+    sampler.sample()  # the first sample only starts the rates
+    for phase, load, seconds in DETECTION_PHASES:
+        start = time.monotonic()
+        highest: dict[str, str] = {}
+        medium_after: dict[str, float] = {}
+        last: dict[str, str] = {}
+        signals: dict[str, float] = {}
+        with running(loads[load]() if load else []):
+            while time.monotonic() - start < seconds:
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - start) % 1.0))
+                sample = sampler.sample()
+                readings = [SignalReading(r.name, r.value, r.backend, r.reason, r.events)
+                            for r in sample.readings if not r.device]  # fmt: skip
+                scorer.observe(Sample.of(node, sample.timestamp, readings), time.time())
+                (assessment,), _ = scorer.assess(time.time())
+                last = {name: dim.level.value for name, dim in assessment.dimensions.items()}
+                for name, level in last.items():
+                    if LEVELS.index(level) > LEVELS.index(highest.get(name, "None")):
+                        highest[name] = level
+                    if LEVELS.index(level) >= LEVELS.index("Medium") and name not in medium_after:
+                        medium_after[name] = round(time.monotonic() - start, 1)
+                signals = dict(assessment.signals)
+        phases[phase] = {"highest": highest, "last": last, "medium_after_s": medium_after, "signals_at_end": signals}
+    out["absent"] = {r.name: r.reason for r in sampler.sample().readings if r.value is None}
+    sampler.close()
+    return out
+
+
 def guard(journal: str, interval: str, *args: str) -> None:
     """(child) The guard as the collector wires it: Guard + GuardLoop, every resource, until
     killed; ``--once``: start (which restores a killed guard's limits) and stop."""
@@ -455,7 +518,7 @@ def guard(journal: str, interval: str, *args: str) -> None:
 
 
 SCENARIOS: dict[str, Callable[[], dict[str, object]]] = {
-    f.__name__: f for f in (facts, cpu_weight, cpu_max, guard_cpu, memory_high, io_max, restore_after_kill)
+    f.__name__: f for f in (facts, cpu_weight, cpu_max, guard_cpu, memory_high, io_max, restore_after_kill, detection)
 }
 CHILDREN: dict[str, Callable[..., None]] = {f.__name__: f for f in (allocate, direct_writer, guard)}
 
