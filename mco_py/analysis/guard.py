@@ -67,7 +67,7 @@ class GuardRules:
     """Each step up adds this share of the node's CPUs (0 < step_up <= 1)."""
     floor: float = 0.1
     """The limit never goes below this share of the node's CPUs (0 lets offline work stop)."""
-    io_target: float = 3.0
+    io_target: float = 5.0
     """Online I/O stall share, percent, that the offline I/O limit is steered to (:func:`decide_io`)."""
     io_floor: float = 0.02
     """The I/O limit never goes below this share of the offline groups' rate when first limited."""

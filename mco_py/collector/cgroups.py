@@ -273,13 +273,14 @@ class Journal:
 
     def restore(self, only: str = "", group: str = "") -> list[str]:
         """Write back every recorded file (this run's and those a killed guard left), or with
-        ``only`` just the files of that name, with ``group`` just that group's; the journal keeps
+        ``only`` just the files of that name, with ``group`` just that group's and those of the
+        groups below it (the I/O limits of a v1 pod's containers); the journal keeps
         what is left and goes when empty. Returns what could not be written back (a group gone
         is not a problem)."""
         problems = list(self.problems)
         for key, text in list(self._saved.items()):
             owner, _, name = key.rpartition("/")
-            if (only and name != only) or (group and owner != group):
+            if (only and name != only) or (group and owner != group and not owner.startswith(group + "/")):
                 continue
             try:
                 if name in DEVICE_FILES:

@@ -215,21 +215,35 @@ class Guard:
                         self._restore(f"{resource} lifted", only=name)
             return
         self._knob_limited.add(resource)
-        for group in self.offline:
+        for group in self._knob_targets(knob):
             try:
                 self._limit_group(knob, group, share)
             except (OSError, ValueError, Unavailable) as exc:
                 self._write_failed(group, resource, exc)
 
-    def _observe_io(self, knob: IoKnob) -> None:
+    def _knob_targets(self, knob: MemoryKnob | IoKnob) -> list[str]:
+        """The groups whose files the knob writes for the offline groups (I/O on v1: each group
+        under them as well, :meth:`IoKnob.targets`)."""
+        if not isinstance(knob, IoKnob):
+            return list(self.offline)
+        out: list[str] = []
         for group in self.offline:
+            try:
+                out += knob.targets(group)
+            except OSError as exc:
+                self._write_failed(group, "io", exc)
+        return out
+
+    def _observe_io(self, knob: IoKnob) -> None:
+        targets = self._knob_targets(knob)
+        for group in targets:
             try:
                 for write in knob.accounting_writes(group):
                     self._write_line(knob, group, write)
                 knob.observe(group)
             except (OSError, ValueError) as exc:
                 self._write_failed(group, "io", exc)
-        knob.forget(set(self.offline))
+        knob.forget(set(targets))
 
     def _limit_group(self, knob: MemoryKnob | IoKnob, group: str, share: float) -> None:
         baseline = self._baselines.get((knob.resource, group))
@@ -275,9 +289,9 @@ class Guard:
         """Give back the limits of groups that are no longer offline (a pod relabelled online, or gone)."""
         for group in self._limited:
             if group not in view.offline:
-                self._baselines = {k: v for k, v in self._baselines.items() if k[1] != group}
+                self._baselines = {k: v for k, v in self._baselines.items() if not _within(k[1], group)}
                 problems = self.journal.restore(group=group)
-                self._written = {k: v for k, v in self._written.items() if k[0] != group}
+                self._written = {k: v for k, v in self._written.items() if not _within(k[0], group)}
                 if problems:
                     with self._lock:
                         self.status.write_errors += len(problems)
@@ -324,8 +338,9 @@ class Guard:
             self._write_failed(group, name, exc)
 
     def _write_failed(self, group: str, name: str, exc: Exception) -> None:
-        """Count and log a failed write; a pod's cgroup that is not there (yet, or any more) is no failure."""
-        if isinstance(exc, FileNotFoundError) and group in self._from_pods:
+        """Count and log a failed write; a pod's cgroup (or one of its containers') that is not
+        there (yet, or any more) is no failure."""
+        if isinstance(exc, FileNotFoundError) and any(_within(group, pod) for pod in self._from_pods):
             return
         with self._lock:
             self.status.write_errors += 1
@@ -483,6 +498,11 @@ class Guard:
                     ),
                 )
         return out
+
+
+def _within(group: str, top: str) -> bool:
+    """``group`` is ``top`` or a group below it."""
+    return group == top or group.startswith(top + "/")
 
 
 class GuardLoop:

@@ -11,13 +11,17 @@ The guard's limit is a share of what the offline group used when the guard first
   interval before (a device it did not use is left alone). v1 throttles only direct I/O and
   reads; buffered writes escape it (a kernel limit of v1). On v1 the kernel counts a group's
   I/O only on devices where it has a rule, so the guard first gives offline groups a rule that
-  limits nothing on each disk.
+  limits nothing on each disk. v1's throttling is flat, too: a rule limits the tasks of its own
+  group only, not those of groups below it (a pod's containers), so on v1 the I/O knob works on
+  each group under an offline group as well (:meth:`IoKnob.targets`), each at the share of its
+  own rate.
 
 Lines of the per-device files are written one per ``write(2)``, as the kernel wants them.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +91,20 @@ class IoKnob:
         self._clock = clock
         self._last: dict[str, tuple[float, dict[str, tuple[int, int]]]] = {}
         self._rates: dict[str, dict[str, tuple[float, float]]] = {}
+
+    def targets(self, group: str) -> list[str]:
+        """The groups whose files limit ``group``'s I/O: itself on v2 (the kernel limits a group
+        with everything below it); on v1 itself and every group below it (a rule limits only its
+        own group's tasks), parents first."""
+        if self.v2:
+            return [group]
+        top = self.root / group
+        out = [group]
+        for parent, dirs, _ in os.walk(top, onerror=None):
+            dirs.sort()
+            rel = Path(parent).relative_to(self.root)
+            out += [str(rel / d) for d in dirs]
+        return out
 
     def accounting_writes(self, group: str) -> list[Write]:
         """v1 only: the kernel counts a group's I/O on a device only while the group has a

@@ -179,12 +179,23 @@ def test_the_guard_limits_offline_cpu_and_survives_kill_9(groups: Groups, tmp_pa
     assert '"action": "throttle"' in log
 
 
+def _read_bytes(group: Path, device: str) -> int:
+    """Bytes ``group``'s own tasks have read from ``device`` (v1 blkio)."""
+    for line in (group / "blkio.throttle.io_service_bytes").read_text().splitlines():
+        parts = line.split()
+        if parts[:2] == [device, "Read"]:
+            return int(parts[2])
+    return 0
+
+
 @pytest.mark.timeout(120)
 def test_memory_and_io_limits_on_real_v1_controllers(tmp_path: Path) -> None:
     """This host's v1 memory and blkio controllers take the guard's limits and give them back:
-    an offline group that uses memory and reads the disk (direct I/O) gets a soft limit and a
-    read bandwidth limit on that device while the online group (a pressure tree of our own, for
-    a pressure we choose) stalls, and loses both when it is calm."""
+    an offline group that uses memory and reads the disk (direct I/O) from a group below it (as a
+    pod's container does) gets a soft limit, and that group a read bandwidth limit on the device
+    (v1 throttling is flat: a rule on the offline group itself would not slow it), which the
+    reader then keeps to, while the online group (a pressure tree of our own, for a pressure we
+    choose) stalls; it loses both when it is calm."""
     from mco_py.analysis.guard import GuardRules
     from mco_py.collector.guard_loop import Guard
     from tests.collector.test_guard import Clock, set_stall, v2_tree
@@ -200,6 +211,8 @@ def test_memory_and_io_limits_on_real_v1_controllers(tmp_path: Path) -> None:
     made = [real.memory_root / name / "offline", real.io_root / name / "offline", real.cpu_root / name / "offline"]
     for group in made:
         group.mkdir(parents=True, exist_ok=True)
+    container = made[1] / "container"  # where the reader's I/O is throttled, or not at all
+    container.mkdir()
     pressure = v2_tree(tmp_path / "pressure", [f"{name}/online", f"{name}/offline"])
     layout = dataclasses.replace(real, pressure_root=pressure)
     disk = tmp_path / "data"  # on that disk; read with O_DIRECT, so every read reaches it
@@ -220,7 +233,7 @@ def test_memory_and_io_limits_on_real_v1_controllers(tmp_path: Path) -> None:
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        for group in made:
+        for group in (made[0], container, made[2]):
             (group / "cgroup.procs").write_text(str(worker.pid))
         clock = Clock()
         guard = Guard(layout, online=[f"{name}/online"], offline=[f"{name}/offline"], rules=GuardRules(),
@@ -229,29 +242,41 @@ def test_memory_and_io_limits_on_real_v1_controllers(tmp_path: Path) -> None:
         time.sleep(1.0)
         clock.now = 1.0
         guard.step()  # a rate over the last second
-        set_stall(pressure, f"{name}/online", "memory", 500_000)
-        set_stall(pressure, f"{name}/online", "io", 500_000)
-        time.sleep(1.0)
-        clock.now = 2.0
-        guard.step()
+        free = _read_bytes(container, device)
+        for i in (2, 3, 4):  # the online group stalls half of each second: cut to half, a quarter, an eighth
+            set_stall(pressure, f"{name}/online", "memory", 500_000 * (i - 1))
+            set_stall(pressure, f"{name}/online", "io", 500_000 * (i - 1))
+            time.sleep(1.0)
+            clock.now = float(i)
+            guard.step()
+        free = (_read_bytes(container, device) - free) / 3
         soft = int((made[0] / "memory.soft_limit_in_bytes").read_text())
-        assert 16 * 2**20 <= soft < 2**40, "half its use, not unlimited"
-        limits = (made[1] / "blkio.throttle.read_bps_device").read_text().split()
+        assert 16 * 2**20 <= soft < 2**40, "a share of its use, not unlimited"
+        limits = (container / "blkio.throttle.read_bps_device").read_text().split()
         assert limits[0] == device
-        assert int(limits[1]) >= 2**20
+        limit = int(limits[1])
+        assert 2**20 <= limit <= 0.5 * free, (limit, free)
+        own = (made[1] / "blkio.throttle.read_bps_device").read_text().split()
+        assert own == [device, str(2**64 - 2)], "the offline group itself does no I/O: only the counting rule"
+        before = _read_bytes(container, device)
+        time.sleep(2.0)
+        assert (_read_bytes(container, device) - before) / 2 <= 1.5 * limit, "the reader keeps to its limit"
         assert guard.status.write_errors == 0
-        for i in range(3, 80):  # calm: up in steps, then lifted
+        for i in range(5, 120):  # calm: up in steps, then lifted
             clock.now = float(i)
             guard.step()
         assert int((made[0] / "memory.soft_limit_in_bytes").read_text()) > 2**60, "unlimited again"
-        rule = (made[1] / "blkio.throttle.read_bps_device").read_text().split()
+        rule = (container / "blkio.throttle.read_bps_device").read_text().split()
         assert rule == [device, str(2**64 - 2)], "only the rule that lets the kernel count the group's I/O"
         guard.close()
-        assert (made[1] / "blkio.throttle.read_bps_device").read_text().strip() == ""
-        assert (made[1] / "blkio.throttle.write_bps_device").read_text().strip() == ""
+        for group in (made[1], container):
+            assert (group / "blkio.throttle.read_bps_device").read_text().strip() == ""
+            assert (group / "blkio.throttle.write_bps_device").read_text().strip() == ""
     finally:
         worker.kill()
         worker.wait()
+        with contextlib.suppress(OSError):
+            container.rmdir()
         for group in made:
             with contextlib.suppress(OSError):
                 group.rmdir()
