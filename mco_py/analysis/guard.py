@@ -55,7 +55,7 @@ class Action(enum.Enum):
 class GuardRules:
     """When and how far the guard limits offline CPU (``guard_rules`` in collector.yaml)."""
 
-    throttle_above: float = 10.0
+    throttle_above: float = 20.0
     """Online stall share of the interval, percent (PSI some, the worst online group), that cuts the limit."""
     release_below: float = 2.0
     """At or below this the interval counts as calm."""
