@@ -95,12 +95,13 @@ class IoKnob:
     def targets(self, group: str) -> list[str]:
         """The groups whose files limit ``group``'s I/O: itself on v2 (the kernel limits a group
         with everything below it); on v1 itself and every group below it (a rule limits only its
-        own group's tasks), parents first."""
+        own group's tasks), parents first. A group that is not there is returned alone (its
+        writes then fail as for any group that went)."""
         if self.v2:
             return [group]
         top = self.root / group
         out = [group]
-        for parent, dirs, _ in os.walk(top, onerror=None):
+        for parent, dirs, _ in os.walk(top):
             dirs.sort()
             rel = Path(parent).relative_to(self.root)
             out += [str(rel / d) for d in dirs]

@@ -27,6 +27,7 @@ from mco_py.analysis.workloads import WorkloadPod, pod_group
 from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter, WorkloadPressureSource, detect_layout
 from mco_py.collector.config import load_settings
 from mco_py.collector.guard_loop import Guard
+from mco_py.collector.mem_io import IoKnob
 from mco_py.collector.workload_groups import WorkloadGroups, detect_driver
 from mco_py.errors import ConfigError
 
@@ -665,3 +666,16 @@ def test_io_on_a_device_the_group_had_not_used_counts_from_the_interval_it_began
     clock.now = 1.0
     guard.step()
     assert (off / "io.max").read_text() == f"254:16 rbps={2**20} wbps={20 * 2**20}", "half of 40 MiB/s"
+
+
+def test_on_v1_the_io_knob_works_on_every_group_below_an_offline_group(tmp_path: Path) -> None:
+    """v1 throttling is flat (a rule limits its own group's tasks only): a pod's containers get
+    their own rules; on v2 the group's own rule covers everything below it."""
+    blkio = tmp_path / "blkio"
+    for child in ("pod1/c1", "pod1/c2/inner", "other"):
+        (blkio / child).mkdir(parents=True)
+    v1 = IoKnob(Layout(tmp_path / "cpu", 1, None, None, blkio), clock=Clock())
+    assert v1.targets("pod1") == ["pod1", "pod1/c1", "pod1/c2", "pod1/c2/inner"]
+    assert v1.targets("gone") == ["gone"], "a group that went: its writes fail as usual"
+    v2 = IoKnob(Layout(tmp_path / "unified", 2, None, None, tmp_path / "unified"), clock=Clock())
+    assert v2.targets("pod1") == ["pod1"]
