@@ -13,7 +13,13 @@ empties the scenario's test namespaces first, then on node-b:
   throughput in bogo ops/s from `--metrics-brief`;
 - conditions, alternated in each round: no antagonist; antagonist with MCO's guard off (node-b's
   collector stopped: a clean stop gives every limit back); antagonist with the guard on (the
-  detection rules' defaults; CPU, memory and I/O guarded, the collector's default). With
+  detection rules' defaults; CPU, memory and I/O guarded, the collector's default); guard +
+  scheduler: the guard on, and while the antagonist runs a new online replica (a pause pod for
+  MCO's kube-scheduler that prefers node-b, so that without MCO's score it would join the
+  measured pod there) every second: the time to the first one placed on node-a, and how many
+  went to node-b while its level in the antagonist's dimension was Medium or High (target 0).
+  After each no-antagonist condition three such replicas show the preference holds on a calm
+  node (replicas_on_node_b, 1.0 = all). With
   the guard on it also measures the time from the antagonist pod's start to the guard's first
   write on its group (its CPU weight) and to node-b's level in the antagonist's dimension
   reaching Medium or High in the report, and in disk rounds the guard's offline I/O limit at
@@ -67,7 +73,23 @@ STRESSORS = {
     "cache": ["--cache", "2"],
     "disk": ["--hdd", "2", "--hdd-opts", "direct", "--hdd-bytes", "256m", "--temp-path", "/scratch"],
 }
-CONDITIONS = ("no antagonist", "guard off", "guard on")
+CONDITIONS = ("no antagonist", "guard off", "guard on", "guard + scheduler")
+#: New online replicas in "guard + scheduler": MCO's kube-scheduler, a preference for node-b (so
+#: without MCO's score they would join the measured pod there), one a second.
+REPLICAS = 12
+PREFER_NODE_B = {
+    "nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 100,
+                "preference": {
+                    "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-b"]}]
+                },
+            }
+        ]
+    }
+}
+HOT = ("Medium", "High")
 #: The report's dimension each antagonist should raise.
 DIMENSION = {"cpu": "cpu", "cache": "cache", "disk": "io"}
 
@@ -147,6 +169,43 @@ class Cluster:
             spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
         body = {"metadata": {"name": name, "labels": {CLASS_LABEL: cls}}, "spec": spec}
         self.core.create_namespaced_pod(NAMESPACE, body)
+
+    def replica(self, name: str, image: str) -> str:
+        """A new online replica (a pause container) for MCO's kube-scheduler, preferring node-b;
+        the node it was bound to."""
+        body = {
+            "metadata": {"name": name, "labels": {CLASS_LABEL: "online", "app": "replica"}},
+            "spec": {
+                "schedulerName": "mco-scheduler",
+                "affinity": PREFER_NODE_B,
+                "tolerations": [NODE_TAINT],
+                "automountServiceAccountToken": False,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": image,
+                        "imagePullPolicy": "Never",
+                        "resources": {"requests": {"cpu": "10m"}},
+                    }
+                ],
+            },
+        }
+        self.core.create_namespaced_pod(NAMESPACE, body)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            node: str = self.core.read_namespaced_pod(name, NAMESPACE).spec.node_name or ""
+            if node:
+                return node
+            time.sleep(0.2)
+        raise RuntimeError(f"replica {name} not bound after 60 s")
+
+    def delete_replicas(self) -> None:
+        self.core.delete_collection_namespaced_pod(NAMESPACE, label_selector="app=replica", grace_period_seconds=0)
+        deadline = time.monotonic() + 120
+        while self.core.list_namespaced_pod(NAMESPACE, label_selector="app=replica").items:
+            if time.monotonic() > deadline:
+                raise RuntimeError("replicas still there after 120 s")
+            time.sleep(0.5)
 
     def wait_running(self, name: str, timeout: float = 120) -> Any:
         deadline = time.monotonic() + timeout
@@ -283,6 +342,29 @@ class Bench:
                 out["medium_s"] = time.monotonic() - started
             stop.wait(0.5)
 
+    def place(self, kind: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
+        """New online replicas, one a second while the antagonist runs: seconds from ``started``
+        to the first one MCO's kube-scheduler placed on node-a (steered away from node-b, which
+        they prefer), and how many went to node-b while its level in the antagonist's dimension
+        was Medium or High."""
+        on_hot = 0
+        for i in range(REPLICAS):
+            if stop.is_set():
+                break
+            hot = self.cluster.level("node-b", DIMENSION[kind]) in HOT
+            node = self.cluster.replica(f"replica-{i}", self.image["pause-image"])
+            on_hot += hot and node == "node-b"
+            if node == "node-a" and "steered_s" not in out:
+                out["steered_s"] = time.monotonic() - started
+            stop.wait(1.0)
+        out["replicas_on_hot_node"] = float(on_hot)
+
+    def control(self) -> float:
+        """Replicas placed on node-b with no antagonist (the preference works: 1.0 = all of them)."""
+        nodes = [self.cluster.replica(f"control-{i}", self.image["pause-image"]) for i in range(3)]
+        self.cluster.delete_replicas()
+        return nodes.count("node-b") / len(nodes)
+
     def round(self, kind: str, mode: str) -> dict[str, float]:
         if mode == "no antagonist":
             return self.drive(kind)
@@ -296,18 +378,24 @@ class Bench:
         times: dict[str, float] = {}
         stop = threading.Event()
         watcher = threading.Thread(target=self.watch, args=(kind, pod.metadata.uid, started, stop, times))
-        if mode == "guard on":
+        placer = threading.Thread(target=self.place, args=(kind, started, stop, times))
+        if mode != "guard off":
             watcher.start()
+        if mode == "guard + scheduler":
+            placer.start()
         try:
             figures = self.drive(kind)
-            if mode == "guard on" and kind == "disk":
+            if mode != "guard off" and kind == "disk":
                 figures["io_limit"] = self.io_limit()
             figures["offline_ops_s"] = bogo_ops_per_s(self.cluster.wait_ended("antagonist", seconds + 120))
         finally:
             stop.set()
-            if watcher.is_alive():
-                watcher.join()
+            for thread in (watcher, placer):
+                if thread.is_alive():
+                    thread.join()
             self.cluster.delete("antagonist")
+            if mode == "guard + scheduler":
+                self.cluster.delete_replicas()
         return {**figures, **times}
 
 
@@ -349,6 +437,8 @@ def main() -> int:
                 for mode in CONDITIONS if r % 2 == 0 else [CONDITIONS[0], *reversed(CONDITIONS[1:])]:
                     key = f"{kind}: {mode}"
                     got = bench.round(kind, mode)
+                    if mode == "no antagonist":
+                        got["replicas_on_node_b"] = bench.control()
                     results.setdefault(key, []).append(got)
                     print(f"round {r + 1} {key:22} " + "  ".join(f"{k} {v:.2f}" for k, v in got.items()), flush=True)
         bench.collector("start")
@@ -363,10 +453,13 @@ def main() -> int:
         p99 = {m: statistics.median(r["p99_ms"] for r in results[f"{kind}: {m}"]) for m in CONDITIONS}
         ops = {m: statistics.median(r["offline_ops_s"] for r in results[f"{kind}: {m}"]) for m in CONDITIONS[1:]}
         kept = ops["guard on"] / ops["guard off"]
+        on_hot = sum(r.get("replicas_on_hot_node", 0) for r in results[f"{kind}: guard + scheduler"])
         print(
             f"{kind}: p99 guard on / no antagonist = {p99['guard on'] / p99['no antagonist']:.2f} (target <= 1.3); "
+            f"guard + scheduler / no antagonist = {p99['guard + scheduler'] / p99['no antagonist']:.2f}; "
             f"guard off / no antagonist = {p99['guard off'] / p99['no antagonist']:.2f}; "
-            f"offline throughput on / off = {kept:.2f} (target >= 0.5)"
+            f"offline throughput on / off = {kept:.2f} (target >= 0.5); "
+            f"new online replicas placed on node-b while it was Medium or High: {on_hot:g} (target 0)"
         )
     return 0
 
