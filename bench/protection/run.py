@@ -18,8 +18,8 @@ empties the scenario's test namespaces first, then on node-b:
   MCO's kube-scheduler that prefers node-b, so that without MCO's score it would join the
   measured pod there) every second: the time to the first one placed on node-a, and how many
   went to node-b while its level in the antagonist's dimension was Medium or High (target 0).
-  After each no-antagonist condition three such replicas show the preference holds on a calm
-  node (replicas_on_node_b, 1.0 = all). With
+  After each no-antagonist condition, once node-b's level is None, three such replicas show the
+  preference holds on a calm node (replicas_on_node_b, 1.0 = all). With
   the guard on it also measures the time from the antagonist pod's start to the guard's first
   write on its group (its CPU weight) and to node-b's level in the antagonist's dimension
   reaching Medium or High in the report, and in disk rounds the guard's offline I/O limit at
@@ -359,8 +359,12 @@ class Bench:
             stop.wait(1.0)
         out["replicas_on_hot_node"] = float(on_hot)
 
-    def control(self) -> float:
-        """Replicas placed on node-b with no antagonist (the preference works: 1.0 = all of them)."""
+    def control(self, kind: str) -> float:
+        """Replicas placed on node-b with no antagonist, once node-b's level in the antagonist's
+        dimension is None again (the preference works: 1.0 = all of them)."""
+        deadline = time.monotonic() + 90
+        while self.cluster.level("node-b", DIMENSION[kind]) != "None" and time.monotonic() < deadline:
+            time.sleep(1)
         nodes = [self.cluster.replica(f"control-{i}", self.image["pause-image"]) for i in range(3)]
         self.cluster.delete_replicas()
         return nodes.count("node-b") / len(nodes)
@@ -438,7 +442,7 @@ def main() -> int:
                     key = f"{kind}: {mode}"
                     got = bench.round(kind, mode)
                     if mode == "no antagonist":
-                        got["replicas_on_node_b"] = bench.control()
+                        got["replicas_on_node_b"] = bench.control(kind)
                     results.setdefault(key, []).append(got)
                     print(f"round {r + 1} {key:22} " + "  ".join(f"{k} {v:.2f}" for k, v in got.items()), flush=True)
         bench.collector("start")
