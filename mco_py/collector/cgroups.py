@@ -171,6 +171,11 @@ JOURNALLED_FILES = (
 )
 
 
+def within(group: str, top: str) -> bool:
+    """``group`` is ``top`` or a group below it (paths relative to a cgroup root)."""
+    return group == top or group.startswith(top + "/")
+
+
 def device_values(text: str) -> dict[str, str]:
     """``{"254:0": "rbps=1048576 wbps=max ..."}`` of a per-device file (v1: ``{"254:0": "1048576"}``)."""
     out: dict[str, str] = {}
@@ -280,7 +285,7 @@ class Journal:
         problems = list(self.problems)
         for key, text in list(self._saved.items()):
             owner, _, name = key.rpartition("/")
-            if (only and name != only) or (group and owner != group and not owner.startswith(group + "/")):
+            if (only and name != only) or (group and not within(owner, group)):
                 continue
             try:
                 if name in DEVICE_FILES:

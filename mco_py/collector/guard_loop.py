@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mco_py.analysis.guard import Action, GuardChange, GuardRules, GuardState, change_text, decide, decide_io
-from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter
+from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter, within
 from mco_py.collector.exporter import Family
 from mco_py.collector.mem_io import IoKnob, MemoryKnob, Write
 from mco_py.collector.signals import Unavailable
@@ -203,8 +203,9 @@ class Guard:
         if self._closed:
             return
         knob = self.knobs[resource]
+        targets = self._knob_targets(knob)
         if isinstance(knob, IoKnob):  # rates over the last interval, for a baseline when one is needed
-            self._observe_io(knob)
+            self._observe_io(knob, targets)
         share = self.states[resource].limit
         if share is None:
             self._baselines = {k: v for k, v in self._baselines.items() if k[0] != resource}
@@ -215,7 +216,7 @@ class Guard:
                         self._restore(f"{resource} lifted", only=name)
             return
         self._knob_limited.add(resource)
-        for group in self._knob_targets(knob):
+        for group in targets:
             try:
                 self._limit_group(knob, group, share)
             except (OSError, ValueError, Unavailable) as exc:
@@ -228,8 +229,7 @@ class Guard:
             return list(self.offline)
         return [target for group in self.offline for target in knob.targets(group)]
 
-    def _observe_io(self, knob: IoKnob) -> None:
-        targets = self._knob_targets(knob)
+    def _observe_io(self, knob: IoKnob, targets: list[str]) -> None:
         for group in targets:
             try:
                 for write in knob.accounting_writes(group):
@@ -283,9 +283,9 @@ class Guard:
         """Give back the limits of groups that are no longer offline (a pod relabelled online, or gone)."""
         for group in self._limited:
             if group not in view.offline:
-                self._baselines = {k: v for k, v in self._baselines.items() if not _within(k[1], group)}
+                self._baselines = {k: v for k, v in self._baselines.items() if not within(k[1], group)}
                 problems = self.journal.restore(group=group)
-                self._written = {k: v for k, v in self._written.items() if not _within(k[0], group)}
+                self._written = {k: v for k, v in self._written.items() if not within(k[0], group)}
                 if problems:
                     with self._lock:
                         self.status.write_errors += len(problems)
@@ -334,7 +334,7 @@ class Guard:
     def _write_failed(self, group: str, name: str, exc: Exception) -> None:
         """Count and log a failed write; a pod's cgroup (or one of its containers') that is not
         there (yet, or any more) is no failure."""
-        if isinstance(exc, FileNotFoundError) and any(_within(group, pod) for pod in self._from_pods):
+        if isinstance(exc, FileNotFoundError) and any(within(group, pod) for pod in self._from_pods):
             return
         with self._lock:
             self.status.write_errors += 1
@@ -492,11 +492,6 @@ class Guard:
                     ),
                 )
         return out
-
-
-def _within(group: str, top: str) -> bool:
-    """``group`` is ``top`` or a group below it."""
-    return group == top or group.startswith(top + "/")
 
 
 class GuardLoop:
