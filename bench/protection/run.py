@@ -9,17 +9,23 @@ empties the scenario's test namespaces first, then on node-b:
   (redis_latency.py: each request's latency counts from when it was due), PINGs for the CPU and cache antagonists, SETs
   with `appendfsync always` (an fsync before each reply) for the disk antagonist;
 - offline: one stress-ng pod (`--cpu 2`, `--cache 2`, or `--hdd 2 --hdd-opts direct` on an
-  emptyDir) asking for a whole CPU, so the kubelet's CPU weights alone do not favour redis;
-  throughput in bogo ops/s from `--metrics-brief`;
+  emptyDir) placed by Volcano, asking for a whole CPU, so the kubelet's CPU weights alone do not
+  favour redis; throughput in bogo ops/s from `--metrics-brief`;
 - conditions, alternated in each round: no antagonist; antagonist with MCO's guard off (node-b's
   collector stopped: a clean stop gives every limit back); antagonist with the guard on (the
   detection rules' defaults; CPU, memory and I/O guarded, the collector's default); guard +
-  scheduler: the guard on, and while the antagonist runs a new online replica (a pause pod for
-  MCO's kube-scheduler that prefers node-b, so that without MCO's score it would join the
-  measured pod there) every second: the time to the first one placed on node-a, and how many
-  went to node-b while its level in the antagonist's dimension was Medium or High (target 0).
-  After each no-antagonist condition, once node-b's level is None, three such replicas show the
-  preference holds on a calm node (replicas_on_node_b, 1.0 = all). With
+  scheduler: the guard on, and while the antagonist runs, every second, a new online replica (a
+  pause pod for MCO's kube-scheduler that prefers node-b, so that without MCO's score it would
+  join the measured pod there) and two new batch pods for Volcano (BestEffort pause pods that
+  prefer node-b a little), one sensitive to the antagonist's dimension and one to another: the
+  time to the first replica and the first such batch pod placed on node-a, how many of each went
+  to node-b while its level in the antagonist's dimension was Medium or High (target 0), and the
+  share of the other dimension's batch pods left on node-b (steering by dimension); newcomers
+  only: the same new pods with no antagonist, the baseline of "guard + scheduler" (the nodes
+  share this host's CPUs, so every pod start on either node costs the redis pod some latency).
+  After each no-antagonist condition, once node-b's level is None (the seconds that took), with
+  an idle pod holding the antagonist's CPU request, three replicas and three batch pods show the
+  preferences hold on a calm node (replicas_on_node_b, batch_on_node_b: 1.0 = all). With
   the guard on it also measures the time from the antagonist pod's start to the guard's first
   write on its group (its CPU weight) and to node-b's level in the antagonist's dimension
   reaching Medium or High in the report, and in disk rounds the guard's offline I/O limit at
@@ -73,7 +79,8 @@ STRESSORS = {
     "cache": ["--cache", "2"],
     "disk": ["--hdd", "2", "--hdd-opts", "direct", "--hdd-bytes", "256m", "--temp-path", "/scratch"],
 }
-CONDITIONS = ("no antagonist", "guard off", "guard on", "guard + scheduler")
+NEWCOMERS_ONLY = "newcomers only"
+CONDITIONS = ("no antagonist", NEWCOMERS_ONLY, "guard off", "guard on", "guard + scheduler")
 #: New online replicas in "guard + scheduler": MCO's kube-scheduler, a preference for node-b (so
 #: without MCO's score they would join the measured pod there), one a second.
 REPLICAS = 12
@@ -89,9 +96,21 @@ PREFER_NODE_B = {
         ]
     }
 }
+#: New batch pods in "guard + scheduler": Volcano, a small preference for node-b (nodeorder adds
+#: twice the term's weight, 30, to node-b's score; mco-plugin takes 50 or more from a node at
+#: Medium, 0-25 from one at None), so it holds on a calm node and yields to a hot one.
+VOLCANO_PREFER_NODE_B = {
+    "nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {**PREFER_NODE_B["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0], "weight": 15}
+        ]
+    }
+}
+SENSITIVE_TO = "mco.many-core.io/sensitive-to"
 HOT = ("Medium", "High")
-#: The report's dimension each antagonist should raise.
+#: The report's dimension each antagonist should raise, and one it should not.
 DIMENSION = {"cpu": "cpu", "cache": "cache", "disk": "io"}
+OTHER = {"cpu": "io", "cache": "io", "disk": "cpu"}
 
 
 def bed_name() -> str:
@@ -149,7 +168,10 @@ class Cluster:
             raise RuntimeError("the test namespaces are still being deleted after 180 s")
         self.core.create_namespace({"metadata": {"name": NAMESPACE}})
 
-    def pod(self, name: str, image: str, args: list[str], *, cls: str, cpu: str, scratch: str = "") -> None:
+    def pod(
+        self, name: str, image: str, args: list[str], *, cls: str, cpu: str, scratch: str = "", scheduler: str = ""
+    ) -> None:
+        """A pod on node-b (``scheduler``: placed by that scheduler, else by the default one)."""
         container: dict[str, Any] = {
             "name": "main",
             "image": image,
@@ -158,6 +180,7 @@ class Cluster:
             "resources": {"requests": {"cpu": cpu}},
         }
         spec: dict[str, Any] = {
+            **({"schedulerName": scheduler} if scheduler else {}),
             "nodeSelector": {"kubernetes.io/hostname": "node-b"},
             "tolerations": [NODE_TAINT],
             "automountServiceAccountToken": False,
@@ -173,38 +196,67 @@ class Cluster:
     def replica(self, name: str, image: str) -> str:
         """A new online replica (a pause container) for MCO's kube-scheduler, preferring node-b;
         the node it was bound to."""
+        self.newcomer(name, image, scheduler="mco-scheduler", cls="online", affinity=PREFER_NODE_B, cpu="10m")
+        return self.bound(name)
+
+    def batch(self, name: str, image: str, sensitive_to: str) -> None:
+        """A new offline pod (BestEffort, a pause container) for Volcano, preferring node-b a little
+        and naming the dimension its work depends on."""
+        self.newcomer(
+            name,
+            image,
+            scheduler="volcano",
+            cls="offline",
+            affinity=VOLCANO_PREFER_NODE_B,
+            annotations={SENSITIVE_TO: sensitive_to},
+        )
+
+    def newcomer(
+        self,
+        name: str,
+        image: str,
+        *,
+        scheduler: str,
+        cls: str,
+        affinity: dict[str, Any],
+        cpu: str = "",
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        container: dict[str, Any] = {"name": "main", "image": image, "imagePullPolicy": "Never"}
+        if cpu:
+            container["resources"] = {"requests": {"cpu": cpu}}
         body = {
-            "metadata": {"name": name, "labels": {CLASS_LABEL: "online", "app": "replica"}},
+            "metadata": {
+                "name": name,
+                "labels": {CLASS_LABEL: cls, "app": "newcomer"},
+                "annotations": annotations or {},
+            },
             "spec": {
-                "schedulerName": "mco-scheduler",
-                "affinity": PREFER_NODE_B,
+                "schedulerName": scheduler,
+                "affinity": affinity,
                 "tolerations": [NODE_TAINT],
                 "automountServiceAccountToken": False,
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": image,
-                        "imagePullPolicy": "Never",
-                        "resources": {"requests": {"cpu": "10m"}},
-                    }
-                ],
+                "containers": [container],
             },
         }
         self.core.create_namespaced_pod(NAMESPACE, body)
-        deadline = time.monotonic() + 60
+
+    def bound(self, name: str, timeout: float = 60) -> str:
+        """The node pod ``name`` was bound to."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             node: str = self.core.read_namespaced_pod(name, NAMESPACE).spec.node_name or ""
             if node:
                 return node
             time.sleep(0.2)
-        raise RuntimeError(f"replica {name} not bound after 60 s")
+        raise RuntimeError(f"pod {name} not bound after {timeout:.0f} s")
 
-    def delete_replicas(self) -> None:
-        self.core.delete_collection_namespaced_pod(NAMESPACE, label_selector="app=replica", grace_period_seconds=0)
+    def delete_newcomers(self) -> None:
+        self.core.delete_collection_namespaced_pod(NAMESPACE, label_selector="app=newcomer", grace_period_seconds=0)
         deadline = time.monotonic() + 120
-        while self.core.list_namespaced_pod(NAMESPACE, label_selector="app=replica").items:
+        while self.core.list_namespaced_pod(NAMESPACE, label_selector="app=newcomer").items:
             if time.monotonic() > deadline:
-                raise RuntimeError("replicas still there after 120 s")
+                raise RuntimeError("new replicas and batch pods still there after 120 s")
             time.sleep(0.5)
 
     def wait_running(self, name: str, timeout: float = 120) -> Any:
@@ -359,47 +411,95 @@ class Bench:
             stop.wait(1.0)
         out["replicas_on_hot_node"] = float(on_hot)
 
-    def control(self, kind: str) -> float:
-        """Replicas placed on node-b with no antagonist, once node-b's level in the antagonist's
-        dimension is None again (the preference works: 1.0 = all of them)."""
-        deadline = time.monotonic() + 90
+    def offload(self, kind: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
+        """New batch pods for Volcano, a pair a second while the antagonist runs: one sensitive to
+        the antagonist's dimension (seconds from ``started`` to the first placed on node-a, and how
+        many went to node-b while its level there was Medium or High) and one sensitive to another
+        dimension (the share placed on node-b, which they prefer: steering by dimension leaves
+        them there unless the node is under hard pressure)."""
+        on_hot = other_on_b = pairs = 0
+        for i in range(REPLICAS):
+            if stop.is_set():
+                break
+            hot = self.cluster.level("node-b", DIMENSION[kind]) in HOT
+            self.cluster.batch(f"batch-{i}", self.image["pause-image"], DIMENSION[kind])
+            self.cluster.batch(f"other-{i}", self.image["pause-image"], OTHER[kind])
+            node, other = self.cluster.bound(f"batch-{i}"), self.cluster.bound(f"other-{i}")
+            on_hot += hot and node == "node-b"
+            if node == "node-a" and "batch_steered_s" not in out:
+                out["batch_steered_s"] = time.monotonic() - started
+            other_on_b += other == "node-b"
+            pairs += 1
+            stop.wait(1.0)
+        out["batch_on_hot_node"] = float(on_hot)
+        out["other_dim_on_node_b"] = other_on_b / max(pairs, 1)
+
+    def control(self, kind: str) -> dict[str, float]:
+        """With no antagonist, once node-b's level in its dimension is None again (seconds, at
+        most 90), and with an idle pod in the antagonist's place (the same CPU request, so the
+        schedulers' resource scores are as in its rounds): the share of three new online
+        replicas and of three batch pods sensitive to the dimension placed on node-b (the
+        preferences hold on a calm node: 1.0 = all of them)."""
+        waited = time.monotonic()
+        deadline = waited + 90
         while self.cluster.level("node-b", DIMENSION[kind]) != "None" and time.monotonic() < deadline:
             time.sleep(1)
-        nodes = [self.cluster.replica(f"control-{i}", self.image["pause-image"]) for i in range(3)]
-        self.cluster.delete_replicas()
-        return nodes.count("node-b") / len(nodes)
+        waited = time.monotonic() - waited
+        self.cluster.pod("idle", self.image["pause-image"], [], cls="offline", cpu="1")
+        self.cluster.wait_running("idle")
+        try:
+            replicas = [self.cluster.replica(f"control-{i}", self.image["pause-image"]) for i in range(3)]
+            for i in range(3):
+                self.cluster.batch(f"control-batch-{i}", self.image["pause-image"], DIMENSION[kind])
+            batches = [self.cluster.bound(f"control-batch-{i}") for i in range(3)]
+        finally:
+            self.cluster.delete_newcomers()
+            self.cluster.delete("idle")
+        return {
+            "none_after_s": waited,
+            "replicas_on_node_b": replicas.count("node-b") / len(replicas),
+            "batch_on_node_b": batches.count("node-b") / len(batches),
+        }
 
     def round(self, kind: str, mode: str) -> dict[str, float]:
         if mode == "no antagonist":
             return self.drive(kind)
         self.collector("stop" if mode == "guard off" else "start")
+        antagonist = mode != NEWCOMERS_ONLY
+        newcomers = mode in (NEWCOMERS_ONLY, "guard + scheduler")
         seconds = self.args.seconds + WARMUP_S + 2
-        args = [*STRESSORS[kind], "--timeout", f"{int(seconds)}s", "--metrics-brief"]
-        scratch = "/scratch" if kind == "disk" else ""
-        self.cluster.pod("antagonist", self.image["stress-ng-image"], args, cls="offline", cpu="1", scratch=scratch)
-        pod = self.cluster.wait_running("antagonist")
+        uid = ""
+        if antagonist:
+            args = [*STRESSORS[kind], "--timeout", f"{int(seconds)}s", "--metrics-brief"]
+            scratch = "/scratch" if kind == "disk" else ""
+            image = self.image["stress-ng-image"]
+            self.cluster.pod("antagonist", image, args, cls="offline", cpu="1", scratch=scratch, scheduler="volcano")
+            uid = self.cluster.wait_running("antagonist").metadata.uid
         started = time.monotonic()
         times: dict[str, float] = {}
         stop = threading.Event()
-        watcher = threading.Thread(target=self.watch, args=(kind, pod.metadata.uid, started, stop, times))
-        placer = threading.Thread(target=self.place, args=(kind, started, stop, times))
-        if mode != "guard off":
-            watcher.start()
-        if mode == "guard + scheduler":
-            placer.start()
+        threads = []
+        if antagonist and mode != "guard off":
+            threads.append(threading.Thread(target=self.watch, args=(kind, uid, started, stop, times)))
+        if newcomers:
+            for steer in (self.place, self.offload):
+                threads.append(threading.Thread(target=steer, args=(kind, started, stop, times)))
+        for thread in threads:
+            thread.start()
         try:
             figures = self.drive(kind)
-            if mode != "guard off" and kind == "disk":
+            if antagonist and mode != "guard off" and kind == "disk":
                 figures["io_limit"] = self.io_limit()
-            figures["offline_ops_s"] = bogo_ops_per_s(self.cluster.wait_ended("antagonist", seconds + 120))
+            if antagonist:
+                figures["offline_ops_s"] = bogo_ops_per_s(self.cluster.wait_ended("antagonist", seconds + 120))
         finally:
             stop.set()
-            for thread in (watcher, placer):
-                if thread.is_alive():
-                    thread.join()
-            self.cluster.delete("antagonist")
-            if mode == "guard + scheduler":
-                self.cluster.delete_replicas()
+            for thread in threads:
+                thread.join()
+            if antagonist:
+                self.cluster.delete("antagonist")
+            if newcomers:
+                self.cluster.delete_newcomers()
         return {**figures, **times}
 
 
@@ -442,7 +542,7 @@ def main() -> int:
                     key = f"{kind}: {mode}"
                     got = bench.round(kind, mode)
                     if mode == "no antagonist":
-                        got["replicas_on_node_b"] = bench.control(kind)
+                        got |= bench.control(kind)
                     results.setdefault(key, []).append(got)
                     print(f"round {r + 1} {key:22} " + "  ".join(f"{k} {v:.2f}" for k, v in got.items()), flush=True)
         bench.collector("start")
@@ -455,15 +555,18 @@ def main() -> int:
         print(f"{key:22} " + "  ".join(f"{k} {median_text([r[k] for r in rounds])}" for k in names))
     for kind in kinds:
         p99 = {m: statistics.median(r["p99_ms"] for r in results[f"{kind}: {m}"]) for m in CONDITIONS}
-        ops = {m: statistics.median(r["offline_ops_s"] for r in results[f"{kind}: {m}"]) for m in CONDITIONS[1:]}
+        ops = {m: statistics.median(r["offline_ops_s"] for r in results[f"{kind}: {m}"]) for m in CONDITIONS[2:]}
         kept = ops["guard on"] / ops["guard off"]
-        on_hot = sum(r.get("replicas_on_hot_node", 0) for r in results[f"{kind}: guard + scheduler"])
+        steered = results[f"{kind}: guard + scheduler"]
+        on_hot = sum(r.get("replicas_on_hot_node", 0) for r in steered)
+        batch_on_hot = sum(r.get("batch_on_hot_node", 0) for r in steered)
         print(
             f"{kind}: p99 guard on / no antagonist = {p99['guard on'] / p99['no antagonist']:.2f} (target <= 1.3); "
-            f"guard + scheduler / no antagonist = {p99['guard + scheduler'] / p99['no antagonist']:.2f}; "
+            f"guard + scheduler / newcomers only = {p99['guard + scheduler'] / p99[NEWCOMERS_ONLY]:.2f}; "
             f"guard off / no antagonist = {p99['guard off'] / p99['no antagonist']:.2f}; "
             f"offline throughput on / off = {kept:.2f} (target >= 0.5); "
-            f"new online replicas placed on node-b while it was Medium or High: {on_hot:g} (target 0)"
+            f"new online replicas placed on node-b while it was Medium or High: {on_hot:g} (target 0), "
+            f"new batch pods sensitive to {DIMENSION[kind]}: {batch_on_hot:g}"
         )
     return 0
 
