@@ -19,13 +19,14 @@ empties the scenario's test namespaces first, then on node-b:
   join the measured pod there) and two new batch pods for Volcano (BestEffort pause pods that
   prefer node-b a little), one sensitive to the antagonist's dimension and one to another: the
   time to the first replica and the first such batch pod placed on node-a, how many of each went
-  to node-b while its level in the antagonist's dimension was Medium or High and node-a's None or
-  Low (target 0), and the
+  to node-b while its level in the antagonist's dimension was High and node-a's None (target 0;
+  and how many were submitted then), and the
   share of the other dimension's batch pods left on node-b (steering by dimension); newcomers
   only: the same new pods with no antagonist, the baseline of "guard + scheduler" (the nodes
   share this host's CPUs, so every pod start on either node costs the redis pod some latency).
-  After each no-antagonist condition, once node-b's level is None (the seconds that took), with
-  an idle pod holding the antagonist's CPU request, three replicas and three batch pods show the
+  Every condition starts once node-b's level in the antagonist's dimension is None (settle_s: the
+  seconds that took). After each no-antagonist condition, with an idle pod holding the
+  antagonist's CPU request, three replicas and three batch pods show the
   preferences hold on a calm node (replicas_on_node_b, batch_on_node_b: 1.0 = all). With
   the guard on it also measures the time from the antagonist pod's start to the guard's first
   write on its group (its CPU weight) and to node-b's level in the antagonist's dimension
@@ -305,11 +306,11 @@ class Cluster:
         return self.levels(dimension).get(node, "not reported")
 
     def steer_away(self, dimension: str) -> bool:
-        """node-b is Medium or High in ``dimension`` while node-a is None or Low: a new pod that
-        minds the dimension belongs on node-a (the nodes share this host's CPUs, so a load
-        on both, such as pods starting, can raise both)."""
+        """node-b is High in ``dimension`` while node-a is None: the case of the target "no online
+        pod placed on a High node while a None node has room" (the nodes share this host's CPUs,
+        so a load on both, such as pods starting, can raise both)."""
         levels = self.levels(dimension)
-        return levels.get("node-b") in ("Medium", "High") and levels.get("node-a") in ("None", "Low")
+        return levels.get("node-b") == "High" and levels.get("node-a") == "None"
 
 
 def images() -> dict[str, str]:
@@ -403,57 +404,55 @@ class Bench:
                 out["medium_s"] = time.monotonic() - started
             stop.wait(0.5)
 
-    def place(self, kind: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
+    def place(self, kind: str, _uid: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
         """New online replicas, one a second while the antagonist runs: seconds from ``started``
         to the first one MCO's kube-scheduler placed on node-a (steered away from node-b, which
         they prefer), and how many went to node-b while its level in the antagonist's dimension
-        was Medium or High and node-a's None or Low."""
-        on_hot = 0
+        was High and node-a's None (and how many were submitted then)."""
+        away = on_b = 0
         for i in range(REPLICAS):
             if stop.is_set():
                 break
-            away = self.cluster.steer_away(DIMENSION[kind])
+            high = self.cluster.steer_away(DIMENSION[kind])
             node = self.cluster.replica(f"replica-{i}", self.image["pause-image"])
-            on_hot += away and node == "node-b"
+            away += high
+            on_b += high and node == "node-b"
             if node == "node-a" and "steered_s" not in out:
                 out["steered_s"] = time.monotonic() - started
             stop.wait(1.0)
-        out["replicas_on_hot_node"] = float(on_hot)
+        out["replicas_while_high"] = float(away)
+        out["replicas_on_high_node"] = float(on_b)
 
-    def offload(self, kind: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
+    def offload(self, kind: str, _uid: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
         """New batch pods for Volcano, a pair a second while the antagonist runs: one sensitive to
         the antagonist's dimension (seconds from ``started`` to the first placed on node-a, and how
-        many went to node-b while its level there was Medium or High and node-a's None or Low) and
+        many went to node-b while its level there was High and node-a's None, of how many) and
         one sensitive to another dimension (the share placed on node-b, which they prefer:
         steering by dimension leaves them there unless the node is under hard pressure)."""
-        on_hot = other_on_b = pairs = 0
+        away = on_b = other_on_b = pairs = 0
         for i in range(REPLICAS):
             if stop.is_set():
                 break
-            away = self.cluster.steer_away(DIMENSION[kind])
+            high = self.cluster.steer_away(DIMENSION[kind])
             self.cluster.batch(f"batch-{i}", self.image["pause-image"], DIMENSION[kind])
             self.cluster.batch(f"other-{i}", self.image["pause-image"], OTHER[kind])
             node, other = self.cluster.bound(f"batch-{i}"), self.cluster.bound(f"other-{i}")
-            on_hot += away and node == "node-b"
+            away += high
+            on_b += high and node == "node-b"
             if node == "node-a" and "batch_steered_s" not in out:
                 out["batch_steered_s"] = time.monotonic() - started
             other_on_b += other == "node-b"
             pairs += 1
             stop.wait(1.0)
-        out["batch_on_hot_node"] = float(on_hot)
+        out["batch_while_high"] = float(away)
+        out["batch_on_high_node"] = float(on_b)
         out["other_dim_on_node_b"] = other_on_b / max(pairs, 1)
 
     def control(self, kind: str) -> dict[str, float]:
-        """With no antagonist, once node-b's level in its dimension is None again (seconds, at
-        most 90), and with an idle pod in the antagonist's place (the same CPU request, so the
-        schedulers' resource scores are as in its rounds): the share of three new online
-        replicas and of three batch pods sensitive to the dimension placed on node-b (the
-        preferences hold on a calm node: 1.0 = all of them)."""
-        waited = time.monotonic()
-        deadline = waited + 90
-        while self.cluster.level("node-b", DIMENSION[kind]) != "None" and time.monotonic() < deadline:
-            time.sleep(1)
-        waited = time.monotonic() - waited
+        """Right after the calm condition, with an idle pod in the antagonist's place (the same
+        CPU request, so the schedulers' resource scores are as in its rounds): the share of three
+        new online replicas and of three batch pods sensitive to the dimension placed on node-b
+        (the preferences hold on a calm node: 1.0 = all of them)."""
         self.cluster.pod("idle", self.image["pause-image"], [], cls="offline", cpu="1")
         self.cluster.wait_running("idle")
         try:
@@ -465,34 +464,44 @@ class Bench:
             self.cluster.delete_newcomers()
             self.cluster.delete("idle")
         return {
-            "none_after_s": waited,
             "replicas_on_node_b": replicas.count("node-b") / len(replicas),
             "batch_on_node_b": batches.count("node-b") / len(batches),
         }
 
+    def settle(self, kind: str) -> float:
+        """Seconds until node-b's level in the antagonist's dimension is None (at most 90), so
+        that no condition starts in the one before it (its pods' ends, the guard's limits)."""
+        self.collector("start")
+        started = time.monotonic()
+        while self.cluster.level("node-b", DIMENSION[kind]) != "None" and time.monotonic() - started < 90:
+            time.sleep(1)
+        return time.monotonic() - started
+
+    def antagonist(self, kind: str, seconds: float) -> str:
+        """The antagonist pod on node-b, placed by Volcano, running; its uid."""
+        args = [*STRESSORS[kind], "--timeout", f"{int(seconds)}s", "--metrics-brief"]
+        scratch = "/scratch" if kind == "disk" else ""
+        image = self.image["stress-ng-image"]
+        self.cluster.pod("antagonist", image, args, cls="offline", cpu="1", scratch=scratch, scheduler="volcano")
+        uid: str = self.cluster.wait_running("antagonist").metadata.uid
+        return uid
+
     def round(self, kind: str, mode: str) -> dict[str, float]:
+        settled = {"settle_s": self.settle(kind)}
         if mode == "no antagonist":
-            return self.drive(kind)
-        self.collector("stop" if mode == "guard off" else "start")
+            return {**self.drive(kind), **settled}
+        if mode == "guard off":
+            self.collector("stop")
         antagonist = mode != NEWCOMERS_ONLY
         newcomers = mode in (NEWCOMERS_ONLY, "guard + scheduler")
         seconds = self.args.seconds + WARMUP_S + 2
-        uid = ""
-        if antagonist:
-            args = [*STRESSORS[kind], "--timeout", f"{int(seconds)}s", "--metrics-brief"]
-            scratch = "/scratch" if kind == "disk" else ""
-            image = self.image["stress-ng-image"]
-            self.cluster.pod("antagonist", image, args, cls="offline", cpu="1", scratch=scratch, scheduler="volcano")
-            uid = self.cluster.wait_running("antagonist").metadata.uid
+        uid = self.antagonist(kind, seconds) if antagonist else ""
         started = time.monotonic()
         times: dict[str, float] = {}
         stop = threading.Event()
-        threads = []
-        if antagonist and mode != "guard off":
-            threads.append(threading.Thread(target=self.watch, args=(kind, uid, started, stop, times)))
-        if newcomers:
-            for steer in (self.place, self.offload):
-                threads.append(threading.Thread(target=steer, args=(kind, started, stop, times)))
+        jobs = [self.watch] if antagonist and mode != "guard off" else []
+        jobs += [self.place, self.offload] if newcomers else []
+        threads = [threading.Thread(target=job, args=(kind, uid, started, stop, times)) for job in jobs]
         for thread in threads:
             thread.start()
         try:
@@ -509,7 +518,7 @@ class Bench:
                 self.cluster.delete("antagonist")
             if newcomers:
                 self.cluster.delete_newcomers()
-        return {**figures, **times}
+        return {**figures, **times, **settled}
 
 
 def median_text(values: list[float]) -> str:
@@ -567,16 +576,21 @@ def main() -> int:
         ops = {m: statistics.median(r["offline_ops_s"] for r in results[f"{kind}: {m}"]) for m in CONDITIONS[2:]}
         kept = ops["guard on"] / ops["guard off"]
         steered = results[f"{kind}: guard + scheduler"]
-        on_hot = sum(r.get("replicas_on_hot_node", 0) for r in steered)
-        batch_on_hot = sum(r.get("batch_on_hot_node", 0) for r in steered)
+        high = {
+            name: (
+                sum(r.get(f"{name}_on_high_node", 0) for r in steered),
+                sum(r.get(f"{name}_while_high", 0) for r in steered),
+            )
+            for name in ("replicas", "batch")
+        }
         print(
             f"{kind}: p99 guard on / no antagonist = {p99['guard on'] / p99['no antagonist']:.2f} (target <= 1.3); "
             f"guard + scheduler / newcomers only = {p99['guard + scheduler'] / p99[NEWCOMERS_ONLY]:.2f}; "
             f"guard off / no antagonist = {p99['guard off'] / p99['no antagonist']:.2f}; "
             f"offline throughput on / off = {kept:.2f} (target >= 0.5); "
-            f"new pods placed on node-b while it was Medium or High and node-a None or Low: online replicas "
-            f"{on_hot:g} (target 0), "
-            f"new batch pods sensitive to {DIMENSION[kind]}: {batch_on_hot:g}"
+            f"new pods placed on node-b while it was High and node-a None: online replicas "
+            f"{high['replicas'][0]:g} of {high['replicas'][1]:g} (target 0), "
+            f"batch pods sensitive to {DIMENSION[kind]} {high['batch'][0]:g} of {high['batch'][1]:g}"
         )
     return 0
 
