@@ -98,13 +98,14 @@ PREFER_NODE_B = {
         ]
     }
 }
-#: New batch pods in "guard + scheduler": Volcano, a small preference for node-b (nodeorder adds
-#: twice the term's weight, 30, to node-b's score; mco-plugin takes 50 or more from a node at
-#: Medium, 0-25 from one at None), so it holds on a calm node and yields to a hot one.
+#: New batch pods in "guard + scheduler": Volcano, a preference for node-b (nodeorder adds twice
+#: the term's weight, 50, to node-b's score; mco-plugin adds 100 minus the node's score in the
+#: pod's dimension: 75-100 at None, 50-75 at Low, 0-25 at High), so it holds on a calm node and
+#: yields to a High one beside one at None.
 VOLCANO_PREFER_NODE_B = {
     "nodeAffinity": {
         "preferredDuringSchedulingIgnoredDuringExecution": [
-            {**PREFER_NODE_B["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0], "weight": 15}
+            {**PREFER_NODE_B["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0], "weight": 25}
         ]
     }
 }
@@ -469,11 +470,17 @@ class Bench:
         }
 
     def settle(self, kind: str) -> float:
-        """Seconds until node-b's level in the antagonist's dimension is None (at most 90), so
-        that no condition starts in the one before it (its pods' ends, the guard's limits)."""
+        """Seconds until node-b's level in the antagonist's dimension is None and the redis pod
+        has not stalled on its resource for a while (its PSI some avg10 under 2 %; at most 90 s),
+        so that no condition starts in the one before it (its pods' ends, the guard's limits)."""
         self.collector("start")
         started = time.monotonic()
-        while self.cluster.level("node-b", DIMENSION[kind]) != "None" and time.monotonic() - started < 90:
+        resource = "io" if kind == "disk" else "cpu"
+        pressure = f"/sys/fs/cgroup/unified/kubepods/burstable/pod{self.redis_uid}/{resource}.pressure"
+        while time.monotonic() - started < 90:
+            avg10 = float(self.nodes.run("node-b", f"cat {pressure}").split()[1].removeprefix("avg10="))
+            if avg10 < 2 and self.cluster.level("node-b", DIMENSION[kind]) == "None":
+                break
             time.sleep(1)
         return time.monotonic() - started
 
