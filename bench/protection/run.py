@@ -17,23 +17,24 @@ empties the scenario's test namespaces first, then on node-b:
   scheduler: the guard on, and while the antagonist runs, every second, a new online replica (a
   pause pod for MCO's kube-scheduler that prefers node-b, so that without MCO's score it would
   join the measured pod there) and two new batch pods for Volcano (BestEffort pause pods that
-  prefer node-b a little), one sensitive to the antagonist's dimension and one to another: the
-  time to the first replica and the first such batch pod placed on node-a, how many of each went
-  to node-b while its level in the antagonist's dimension was High and node-a's None (target 0;
-  and how many were submitted then), and the
-  share of the other dimension's batch pods left on node-b (steering by dimension); newcomers
+  prefer node-b), one sensitive to the antagonist's dimension and one to another; newcomers
   only: the same new pods with no antagonist, the baseline of "guard + scheduler" (the nodes
   share this host's CPUs, so every pod start on either node costs the redis pod some latency).
-  Every condition starts once node-b's level in the antagonist's dimension is None (settle_s: the
-  seconds that took). After each no-antagonist condition, with an idle pod holding the
-  antagonist's CPU request, three replicas and three batch pods show the
-  preferences hold on a calm node (replicas_on_node_b, batch_on_node_b: 1.0 = all). With
-  the guard on it also measures the time from the antagonist pod's start to the guard's first
-  write on its group (its CPU weight) and to node-b's level in the antagonist's dimension
-  reaching Medium or High in the report, and in disk rounds the guard's offline I/O limit at
-  the end (share of the batch's rate when first limited). Every condition also gives the redis
-  pod's own CPU and I/O stall share over the measured seconds (its cgroup's PSI), the signal the
-  guard steers by.
+- every condition starts once node-b's level in the antagonist's dimension is None and the redis
+  pod has stopped stalling (settle_s: the seconds that took). After each no-antagonist
+  condition, with an idle pod holding the antagonist's CPU request, three replicas and three
+  batch pods show the preferences hold on a calm node (replicas_on_node_b, batch_on_node_b: 1.0
+  = all).
+- figures: the redis client's p50/p99/p99.9; the batch pod's bogo ops/s; the redis pod's own
+  CPU and I/O stall share over the measured seconds (its cgroup's PSI, the signal the guard
+  steers by); with the guard on, the seconds from the antagonist pod's start to the guard's
+  first write on its group (its CPU weight) and to node-b's level in the antagonist's dimension
+  reaching Medium or High; in disk rounds the guard's offline I/O limit at the end (share of the
+  batch's rate when first limited); with new pods, the seconds to the first replica and the
+  first batch pod of the antagonist's dimension placed on node-a, how many were submitted while
+  node-b was High and node-a None (overall for the replicas, which name no dimension; in the
+  dimension for the batch pods) and how many of those went to node-b (target 0), and the share
+  of the other dimension's batch pods left on node-b (steering by dimension).
 
 Prints every round, then medians [min-max] per condition and the ratios the protection targets
 name: p99 with the guard / no antagonist (target <= 1.3) and offline throughput with the guard /
@@ -293,23 +294,28 @@ class Cluster:
                 return
             time.sleep(0.3)
 
-    def levels(self, dimension: str) -> dict[str, str]:
-        """Each node's level in ``dimension`` (None when the dimension scores 0 and is not listed)."""
+    def levels(self, dimension: str = "") -> dict[str, str]:
+        """Each node's level in ``dimension`` (None when the dimension scores 0 and is not listed),
+        or overall (``dimension`` empty)."""
         report = self.custom.get_cluster_custom_object(
             "mco.many-core.io", "v1alpha1", "nodeinterferencereports", "cluster"
         )
+        entries = (report.get("status") or {}).get("nodes") or []
+        if not dimension:
+            return {entry.get("name"): entry.get("level", "Unknown") for entry in entries}
         return {
             entry.get("name"): ((entry.get("dimensions") or {}).get(dimension) or {}).get("level", "None")
-            for entry in (report.get("status") or {}).get("nodes") or []
+            for entry in entries
         }
 
     def level(self, node: str, dimension: str) -> str:
         return self.levels(dimension).get(node, "not reported")
 
-    def steer_away(self, dimension: str) -> bool:
-        """node-b is High in ``dimension`` while node-a is None: the case of the target "no online
-        pod placed on a High node while a None node has room" (the nodes share this host's CPUs,
-        so a load on both, such as pods starting, can raise both)."""
+    def steer_away(self, dimension: str = "") -> bool:
+        """node-b is High while node-a is None, overall (``dimension`` empty: how a pod that names
+        no dimension is scored) or in ``dimension``: the case of the target "no online pod placed
+        on a High node while a None node has room" (the nodes share this host's CPUs, so a load
+        on both, such as pods starting, can raise both)."""
         levels = self.levels(dimension)
         return levels.get("node-b") == "High" and levels.get("node-a") == "None"
 
@@ -408,13 +414,14 @@ class Bench:
     def place(self, kind: str, _uid: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
         """New online replicas, one a second while the antagonist runs: seconds from ``started``
         to the first one MCO's kube-scheduler placed on node-a (steered away from node-b, which
-        they prefer), and how many went to node-b while its level in the antagonist's dimension
-        was High and node-a's None (and how many were submitted then)."""
+        they prefer), and how many went to node-b while its level was High and node-a's None
+        (and how many were submitted then; the replicas name no dimension, so the nodes' own
+        levels)."""
         away = on_b = 0
         for i in range(REPLICAS):
             if stop.is_set():
                 break
-            high = self.cluster.steer_away(DIMENSION[kind])
+            high = self.cluster.steer_away()
             node = self.cluster.replica(f"replica-{i}", self.image["pause-image"])
             away += high
             on_b += high and node == "node-b"
