@@ -58,8 +58,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -72,6 +73,8 @@ from testbed.nodes import Bed  # noqa: E402
 
 SCENARIO = "kube_nodes_booted"
 NAMESPACE = "mco-bench-protection"
+#: The scenario's own test namespaces (their pods load node-a and node-b) and the bench's.
+TEST_NAMESPACES = frozenset({"kube-nodes-test", "volcano-job-test", NAMESPACE})
 CLIENT = Path(__file__).with_name("redis_latency.py")
 CLASS_LABEL = "mco.many-core.io/workload-class"
 NODE_TAINT = {"key": "mco.many-core.io/guard-test", "operator": "Exists", "effect": "NoSchedule"}
@@ -113,6 +116,7 @@ VOLCANO_PREFER_NODE_B = {
 SENSITIVE_TO = "mco.many-core.io/sensitive-to"
 #: The report's dimension each antagonist should raise, and one it should not.
 DIMENSION = {"cpu": "cpu", "cache": "cache", "disk": "io"}
+T = TypeVar("T")
 OTHER = {"cpu": "io", "cache": "io", "disk": "cpu"}
 
 
@@ -131,6 +135,19 @@ def molecule(step: str) -> None:
     venv = ROOT / ".venv" / "bin"  # molecule runs ansible-playbook and ansible-config from the venv
     env = {**os.environ, "PATH": f"{venv}:{os.environ.get('PATH', '')}", "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
     subprocess.run([str(venv / "molecule"), step, "-s", SCENARIO], cwd=ROOT, env=env, check=True)
+
+
+def poll(check: Callable[[], T], timeout: float, failure: str, interval: float = 0.5) -> T:
+    """``check()``'s first truthy value, asked every ``interval`` seconds; RuntimeError(``failure``)
+    after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(failure)
+        time.sleep(interval)
 
 
 class Nodes:
@@ -158,166 +175,161 @@ class Cluster:
 
     def reset(self) -> None:
         """The scenario's own test pods away (they load node-a and node-b), a fresh namespace."""
-        for namespace in ("kube-nodes-test", "volcano-job-test", NAMESPACE):
+        for namespace in TEST_NAMESPACES:
             with contextlib.suppress(ApiException):
                 self.core.delete_namespace(namespace)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            names = {n.metadata.name for n in self.core.list_namespace().items}
-            if not names & {"kube-nodes-test", "volcano-job-test", NAMESPACE}:
-                break
-            time.sleep(1)
-        else:
-            raise RuntimeError("the test namespaces are still being deleted after 180 s")
+        poll(
+            lambda: not {n.metadata.name for n in self.core.list_namespace().items} & TEST_NAMESPACES,
+            180,
+            "the test namespaces are still being deleted after 180 s",
+            interval=1,
+        )
         self.core.create_namespace({"metadata": {"name": NAMESPACE}})
 
     def pod(
         self, name: str, image: str, args: list[str], *, cls: str, cpu: str, scratch: str = "", scheduler: str = ""
     ) -> None:
-        """A pod on node-b (``scheduler``: placed by that scheduler, else by the default one)."""
-        container: dict[str, Any] = {
-            "name": "main",
-            "image": image,
-            "imagePullPolicy": "Never",
-            "args": args,
-            "resources": {"requests": {"cpu": cpu}},
-        }
-        spec: dict[str, Any] = {
-            **({"schedulerName": scheduler} if scheduler else {}),
-            "nodeSelector": {"kubernetes.io/hostname": "node-b"},
-            "tolerations": [NODE_TAINT],
-            "automountServiceAccountToken": False,
-            "restartPolicy": "Never",
-            "containers": [container],
-        }
+        """A pod on node-b that runs once (``scheduler``: placed by that scheduler, else by the
+        default one)."""
+        spec: dict[str, Any] = {"nodeSelector": {"kubernetes.io/hostname": "node-b"}, "restartPolicy": "Never"}
+        if scheduler:
+            spec["schedulerName"] = scheduler
         if scratch:
-            container["volumeMounts"] = [{"name": "scratch", "mountPath": scratch}]
             spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
-        body = {"metadata": {"name": name, "labels": {CLASS_LABEL: cls}}, "spec": spec}
-        self.core.create_namespaced_pod(NAMESPACE, body)
+        self.create(name, image, cls, spec, cpu=cpu, args=args, scratch=scratch)
 
-    def replica(self, name: str, image: str) -> str:
-        """A new online replica (a pause container) for MCO's kube-scheduler, preferring node-b;
-        the node it was bound to."""
-        self.newcomer(name, image, scheduler="mco-scheduler", cls="online", affinity=PREFER_NODE_B, cpu="10m")
-        return self.bound(name)
+    def replica(self, name: str, image: str) -> None:
+        """A new online replica (a pause container) for MCO's kube-scheduler, preferring node-b."""
+        spec = {"schedulerName": "mco-scheduler", "affinity": PREFER_NODE_B}
+        self.create(name, image, "online", spec, cpu="10m", labels={"app": "newcomer"})
 
     def batch(self, name: str, image: str, sensitive_to: str) -> None:
         """A new offline pod (BestEffort, a pause container) for Volcano, preferring node-b a little
         and naming the dimension its work depends on."""
-        self.newcomer(
-            name,
-            image,
-            scheduler="volcano",
-            cls="offline",
-            affinity=VOLCANO_PREFER_NODE_B,
-            annotations={SENSITIVE_TO: sensitive_to},
-        )
+        spec = {"schedulerName": "volcano", "affinity": VOLCANO_PREFER_NODE_B}
+        self.create(name, image, "offline", spec, labels={"app": "newcomer"}, annotations={SENSITIVE_TO: sensitive_to})
 
-    def newcomer(
+    def create(
         self,
         name: str,
         image: str,
-        *,
-        scheduler: str,
         cls: str,
-        affinity: dict[str, Any],
+        spec: dict[str, Any],
+        *,
         cpu: str = "",
+        args: list[str] | None = None,
+        scratch: str = "",
+        labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
     ) -> None:
+        """Pod ``name`` of workload class ``cls`` (one container, never pulled, tolerating the
+        scenario's taint), with ``spec``'s fields."""
         container: dict[str, Any] = {"name": "main", "image": image, "imagePullPolicy": "Never"}
+        if args is not None:
+            container["args"] = args
         if cpu:
             container["resources"] = {"requests": {"cpu": cpu}}
+        if scratch:
+            container["volumeMounts"] = [{"name": "scratch", "mountPath": scratch}]
         body = {
             "metadata": {
                 "name": name,
-                "labels": {CLASS_LABEL: cls, "app": "newcomer"},
+                "labels": {CLASS_LABEL: cls, **(labels or {})},
                 "annotations": annotations or {},
             },
             "spec": {
-                "schedulerName": scheduler,
-                "affinity": affinity,
                 "tolerations": [NODE_TAINT],
                 "automountServiceAccountToken": False,
                 "containers": [container],
+                **spec,
             },
         }
         self.core.create_namespaced_pod(NAMESPACE, body)
 
     def bound(self, name: str, timeout: float = 60) -> str:
         """The node pod ``name`` was bound to."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            node: str = self.core.read_namespaced_pod(name, NAMESPACE).spec.node_name or ""
-            if node:
-                return node
-            time.sleep(0.2)
-        raise RuntimeError(f"pod {name} not bound after {timeout:.0f} s")
+        return str(
+            poll(
+                lambda: self.core.read_namespaced_pod(name, NAMESPACE).spec.node_name,
+                timeout,
+                f"pod {name} not bound after {timeout:.0f} s",
+                interval=0.2,
+            )
+        )
 
     def delete_newcomers(self) -> None:
         self.core.delete_collection_namespaced_pod(NAMESPACE, label_selector="app=newcomer", grace_period_seconds=0)
-        deadline = time.monotonic() + 120
-        while self.core.list_namespaced_pod(NAMESPACE, label_selector="app=newcomer").items:
-            if time.monotonic() > deadline:
-                raise RuntimeError("new replicas and batch pods still there after 120 s")
-            time.sleep(0.5)
+        poll(
+            lambda: not self.core.list_namespaced_pod(NAMESPACE, label_selector="app=newcomer").items,
+            120,
+            "new replicas and batch pods still there after 120 s",
+        )
 
     def wait_running(self, name: str, timeout: float = 120) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def running() -> Any:
             pod = self.core.read_namespaced_pod(name, NAMESPACE)
-            if pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or []):
-                return pod
             if pod.status.phase in ("Failed", "Succeeded"):
                 raise RuntimeError(f"pod {name} ended: {pod.status.phase}")
-            time.sleep(0.2)
-        raise RuntimeError(f"pod {name} not running after {timeout:.0f} s")
+            ready = pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or [])
+            return pod if ready else None
+
+        return poll(running, timeout, f"pod {name} not running after {timeout:.0f} s", interval=0.2)
 
     def wait_ended(self, name: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pod = self.core.read_namespaced_pod(name, NAMESPACE)
-            if pod.status.phase in ("Failed", "Succeeded"):
-                logs: str = self.core.read_namespaced_pod_log(name, NAMESPACE)
-                return logs
-            time.sleep(0.5)
-        raise RuntimeError(f"pod {name} still running after {timeout:.0f} s")
+        poll(
+            lambda: self.core.read_namespaced_pod(name, NAMESPACE).status.phase in ("Failed", "Succeeded"),
+            timeout,
+            f"pod {name} still running after {timeout:.0f} s",
+        )
+        logs: str = self.core.read_namespaced_pod_log(name, NAMESPACE)
+        return logs
 
     def delete(self, name: str) -> None:
         with contextlib.suppress(ApiException):
             self.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+
+        def gone() -> bool:
             try:
                 self.core.read_namespaced_pod(name, NAMESPACE)
             except ApiException:
-                return
-            time.sleep(0.3)
+                return True
+            return False
 
-    def levels(self, dimension: str = "") -> dict[str, str]:
-        """Each node's level in ``dimension`` (None when the dimension scores 0 and is not listed),
-        or overall (``dimension`` empty)."""
+        with contextlib.suppress(RuntimeError):  # still terminating after 120 s: the next create says so
+            poll(gone, 120, "", interval=0.3)
+
+    def levels(self) -> dict[str, tuple[str, dict[str, str]]]:
+        """Each node's level, overall and by dimension (a dimension scoring 0 is not listed)."""
         report = self.custom.get_cluster_custom_object(
             "mco.many-core.io", "v1alpha1", "nodeinterferencereports", "cluster"
         )
-        entries = (report.get("status") or {}).get("nodes") or []
-        if not dimension:
-            return {entry.get("name"): entry.get("level", "Unknown") for entry in entries}
         return {
-            entry.get("name"): ((entry.get("dimensions") or {}).get(dimension) or {}).get("level", "None")
-            for entry in entries
+            entry.get("name"): (
+                entry.get("level", "Unknown"),
+                {name: d.get("level", "None") for name, d in (entry.get("dimensions") or {}).items()},
+            )
+            for entry in (report.get("status") or {}).get("nodes") or []
         }
 
     def level(self, node: str, dimension: str) -> str:
-        return self.levels(dimension).get(node, "not reported")
+        """``node``'s level in ``dimension``."""
+        return level_in(self.levels(), node, dimension)
 
-    def steer_away(self, dimension: str = "") -> bool:
-        """node-b is High while node-a is None, overall (``dimension`` empty: how a pod that names
-        no dimension is scored) or in ``dimension``: the case of the target "no online pod placed
-        on a High node while a None node has room" (the nodes share this host's CPUs, so a load
-        on both, such as pods starting, can raise both)."""
-        levels = self.levels(dimension)
-        return levels.get("node-b") == "High" and levels.get("node-a") == "None"
+
+def level_in(levels: dict[str, tuple[str, dict[str, str]]], node: str, dimension: str = "") -> str:
+    """``node``'s level in ``dimension``, or overall (``dimension`` empty), from :meth:`Cluster.levels`."""
+    if node not in levels:
+        return "not reported"
+    overall, dimensions = levels[node]
+    return dimensions.get(dimension, "None") if dimension else overall
+
+
+def high_beside_none(levels: dict[str, tuple[str, dict[str, str]]], dimension: str = "") -> bool:
+    """node-b is High while node-a is None, overall (``dimension`` empty: how a pod that names no
+    dimension is scored) or in ``dimension``: the case of the target "no online pod placed on a
+    High node while a None node has room" (the nodes share this host's CPUs, so a load on both,
+    such as pods starting, can raise both)."""
+    return level_in(levels, "node-b", dimension) == "High" and level_in(levels, "node-a", dimension) == "None"
 
 
 def images() -> dict[str, str]:
@@ -389,14 +401,14 @@ class Bench:
     def collector(self, state: str) -> None:
         self.nodes.run("node-b", f"systemctl {state} mco-collector")
         if state == "start":  # serving again, with the analyzer's list of node-b's pods
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                with contextlib.suppress(RuntimeError):
-                    text = self.nodes.run("node-b", f"curl -fsS {METRICS}")
-                    if re.search(r'mco_guard_groups\{class="online",from="pods"\} [1-9]', text):
-                        return
-                time.sleep(1)
-            raise RuntimeError("node-b's collector did not name the online pod within 60 s")
+            poll(self.names_online_pod, 60, "node-b's collector did not name the online pod within 60 s", interval=1)
+
+    def names_online_pod(self) -> bool:
+        try:
+            text = self.nodes.run("node-b", f"curl -fsS {METRICS}")
+        except RuntimeError:  # not serving yet
+            return False
+        return re.search(r'mco_guard_groups\{class="online",from="pods"\} [1-9]', text) is not None
 
     def watch(self, kind: str, uid: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
         """Seconds from ``started`` to the guard's first write on the antagonist's group (its CPU
@@ -411,50 +423,42 @@ class Bench:
                 out["medium_s"] = time.monotonic() - started
             stop.wait(0.5)
 
-    def place(self, kind: str, _uid: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
-        """New online replicas, one a second while the antagonist runs: seconds from ``started``
-        to the first one MCO's kube-scheduler placed on node-a (steered away from node-b, which
-        they prefer), and how many went to node-b while its level was High and node-a's None
-        (and how many were submitted then; the replicas name no dimension, so the nodes' own
-        levels)."""
-        away = on_b = 0
+    def newcomers(self, kind: str, _uid: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
+        """New pods, every second while the antagonist runs: an online replica for MCO's
+        kube-scheduler and two batch pods for Volcano, one sensitive to the antagonist's dimension
+        and one to another, all preferring node-b. Seconds from ``started`` to the first replica
+        and the first batch pod of the dimension placed on node-a; how many of each were submitted
+        while node-b was High and node-a None (overall for the replicas, which name no dimension;
+        in the dimension for the batch pods) and how many of those went to node-b; the share of
+        the other dimension's batch pods placed on node-b (steering by dimension leaves them there
+        unless the node is under hard pressure)."""
+        pause, dimension = self.image["pause-image"], DIMENSION[kind]
+        counts = dict.fromkeys(
+            ("replicas_while_high", "replicas_on_high_node", "batch_while_high", "batch_on_high_node"), 0.0
+        )
+        other_on_b = sent = 0
         for i in range(REPLICAS):
             if stop.is_set():
                 break
-            high = self.cluster.steer_away()
-            node = self.cluster.replica(f"replica-{i}", self.image["pause-image"])
-            away += high
-            on_b += high and node == "node-b"
-            if node == "node-a" and "steered_s" not in out:
-                out["steered_s"] = time.monotonic() - started
+            levels = self.cluster.levels()
+            self.cluster.replica(f"replica-{i}", pause)
+            self.cluster.batch(f"batch-{i}", pause, dimension)
+            self.cluster.batch(f"other-{i}", pause, OTHER[kind])
+            for name, pod, high in (
+                ("replicas", f"replica-{i}", high_beside_none(levels)),
+                ("batch", f"batch-{i}", high_beside_none(levels, dimension)),
+            ):
+                node = self.cluster.bound(pod)
+                counts[f"{name}_while_high"] += high
+                counts[f"{name}_on_high_node"] += high and node == "node-b"
+                steered = "steered_s" if name == "replicas" else "batch_steered_s"
+                if node == "node-a" and steered not in out:
+                    out[steered] = time.monotonic() - started
+            other_on_b += self.cluster.bound(f"other-{i}") == "node-b"
+            sent += 1
             stop.wait(1.0)
-        out["replicas_while_high"] = float(away)
-        out["replicas_on_high_node"] = float(on_b)
-
-    def offload(self, kind: str, _uid: str, started: float, stop: threading.Event, out: dict[str, float]) -> None:
-        """New batch pods for Volcano, a pair a second while the antagonist runs: one sensitive to
-        the antagonist's dimension (seconds from ``started`` to the first placed on node-a, and how
-        many went to node-b while its level there was High and node-a's None, of how many) and
-        one sensitive to another dimension (the share placed on node-b, which they prefer:
-        steering by dimension leaves them there unless the node is under hard pressure)."""
-        away = on_b = other_on_b = pairs = 0
-        for i in range(REPLICAS):
-            if stop.is_set():
-                break
-            high = self.cluster.steer_away(DIMENSION[kind])
-            self.cluster.batch(f"batch-{i}", self.image["pause-image"], DIMENSION[kind])
-            self.cluster.batch(f"other-{i}", self.image["pause-image"], OTHER[kind])
-            node, other = self.cluster.bound(f"batch-{i}"), self.cluster.bound(f"other-{i}")
-            away += high
-            on_b += high and node == "node-b"
-            if node == "node-a" and "batch_steered_s" not in out:
-                out["batch_steered_s"] = time.monotonic() - started
-            other_on_b += other == "node-b"
-            pairs += 1
-            stop.wait(1.0)
-        out["batch_while_high"] = float(away)
-        out["batch_on_high_node"] = float(on_b)
-        out["other_dim_on_node_b"] = other_on_b / max(pairs, 1)
+        out |= counts
+        out["other_dim_on_node_b"] = other_on_b / max(sent, 1)
 
     def control(self, kind: str) -> dict[str, float]:
         """Right after the calm condition, with an idle pod in the antagonist's place (the same
@@ -464,9 +468,10 @@ class Bench:
         self.cluster.pod("idle", self.image["pause-image"], [], cls="offline", cpu="1")
         self.cluster.wait_running("idle")
         try:
-            replicas = [self.cluster.replica(f"control-{i}", self.image["pause-image"]) for i in range(3)]
             for i in range(3):
+                self.cluster.replica(f"control-{i}", self.image["pause-image"])
                 self.cluster.batch(f"control-batch-{i}", self.image["pause-image"], DIMENSION[kind])
+            replicas = [self.cluster.bound(f"control-{i}") for i in range(3)]
             batches = [self.cluster.bound(f"control-batch-{i}") for i in range(3)]
         finally:
             self.cluster.delete_newcomers()
@@ -513,8 +518,9 @@ class Bench:
         started = time.monotonic()
         times: dict[str, float] = {}
         stop = threading.Event()
-        jobs = [self.watch] if antagonist and mode != "guard off" else []
-        jobs += [self.place, self.offload] if newcomers else []
+        jobs: list[Callable[[str, str, float, threading.Event, dict[str, float]], None]] = []
+        jobs += [self.watch] if antagonist and mode != "guard off" else []
+        jobs += [self.newcomers] if newcomers else []
         threads = [threading.Thread(target=job, args=(kind, uid, started, stop, times)) for job in jobs]
         for thread in threads:
             thread.start()
