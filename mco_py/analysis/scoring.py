@@ -22,6 +22,10 @@ How a node is judged (the numbers come from :class:`~mco_py.analysis.rules.Detec
    A worse input never gives a lower level.
    A node starts at None (also after being stale). A sample with no signal that can be
    scored counts as None for the hysteresis.
+   The score a node is reported with never reads below the cut-off of the level it holds
+   (:func:`held_score`): a node held at High while its raw score falls reports ``levels.high``
+   until the level falls, so schedulers, which score by it, keep away from it as long as its
+   level says it is hot. The reasons give the raw score.
 6. A node with no sample for ``staleAfterSeconds`` (analyzer clock) is Unknown; after
    ``forgetAfterSeconds`` it leaves the report. A node whose newest sample has no signal
    that can be scored is Unknown too.
@@ -72,6 +76,15 @@ def _rank(score: float, cutoffs: LevelCutoffs) -> int:
     if score >= cutoffs.low:
         return 1
     return 0
+
+
+def held_score(score: float, rank: int, cutoffs: LevelCutoffs) -> float:
+    """The score a node at level ``rank`` (held by hysteresis) is reported with: its raw ``score``,
+    never below the level's cut-off (a held level and the score schedulers read never disagree)."""
+    if rank <= 0:
+        return score
+    floor = cutoffs.high if rank >= 3 else cutoffs.medium if rank == 2 else cutoffs.low
+    return max(score, floor)
 
 
 def combine_dimensions(scores: Sequence[float], cutoffs: LevelCutoffs, *, compound: bool) -> float:
@@ -260,6 +273,8 @@ def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
                 f"level {_RANK_TEXT[rank]} since {format_time(changed_at)} "
                 f"({changed_how}); score {score:.1f} now (raw level {_RANK_TEXT[raw]})"
             )
+            if raw < rank:
+                line += f", reported as {held_score(score, rank, rules.levels):g} while the level holds"
             if dimensions:
                 line += f"; dimensions now: {_dimensions_text(dimensions)}"
             out.append(line)
@@ -338,11 +353,11 @@ class _LazyReasons(Sequence[str]):
         return tuple, (self._get(),)
 
 
-def _fill(item: NodeAssessment, name: str, level: Level, node: _Node) -> None:
-    """Set ``item``'s fields (all but the reasons) from ``node``'s state."""
+def _fill(item: NodeAssessment, name: str, level: Level, score: float, node: _Node) -> None:
+    """Set ``item``'s fields (all but the reasons) from ``node``'s state and its reported ``score``."""
     _set_name(item, name)
     _set_level(item, level)
-    _set_score(item, node.score)
+    _set_score(item, score)
     _set_signals(item, node.values)
     _set_time(item, node.last_sample_time)
     _set_dominant(item, node.dominant)
@@ -604,7 +619,8 @@ class Scorer:
         new = self._level_of(node)
         if new is old:
             return None
-        return LevelChange(name, old, new, node.score, self._reasons(node, headline=True), node.dominant)
+        score = held_score(node.score, node.rank, self._rules.levels)
+        return LevelChange(name, old, new, score, self._reasons(node, headline=True), node.dominant)
 
     def _level_of(self, node: _Node) -> Level:
         if not node.scorable or node.rank < 0:
@@ -682,14 +698,17 @@ class Scorer:
 
     def _renew(self, name: str, node: _Node, lazy_reasons: bool) -> NodeAssessment:
         """The fresh assessment of ``node`` after a sample or a rules change; kept on the node (for :meth:`assess`)."""
+        score = node.score
         if node.scorable and node.rank >= 0:
             level = RANKED_LEVELS[node.rank]
             # the common calm node (nothing above warn, nothing unjudged) has nothing to say
-            calm = node.rank == 0 and node.score <= 0 and not node.unjudged
+            calm = node.rank == 0 and score <= 0 and not node.unjudged
+            if node.rank:
+                score = held_score(score, node.rank, self._rules.levels)
         else:
             level, calm = Level.UNKNOWN, False
         item = _new(NodeAssessment)
-        _fill(item, name, level, node)
+        _fill(item, name, level, score, node)
         if calm:
             _put_reasons(item, ())
         elif lazy_reasons:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mco_py.analysis.policy import (
@@ -15,12 +15,15 @@ from mco_py.analysis.policy import (
     filter_node,
     index_report,
     kube_score,
+    node_score,
     parse_sensitivity,
     pod_interference,
     report_state,
     volcano_score,
 )
-from mco_py.model import SIGNAL_NAMES, DimensionScore, Level, NodeAssessment, Report
+from mco_py.analysis.rules import default_rules
+from mco_py.analysis.scoring import Scorer
+from mco_py.model import SIGNAL_NAMES, DimensionScore, Level, NodeAssessment, Report, Sample, SignalReading
 
 NOW = 1_000_000.0
 SETTINGS = PolicySettings()
@@ -214,3 +217,35 @@ def test_a_sensitive_pod_never_sees_more_interference_than_the_node_has(scores, 
     worst = max(scores.values())
     item = NodeAssessment("n", Level.HIGH, worst, dimensions=dims(**scores))
     assert 0.0 <= pod_interference(item, parse_sensitivity(",".join(names))) <= worst
+
+
+@given(
+    # an antagonist (critical for at least raiseAfter samples), then anything: the guard acting, the end
+    burst=st.lists(st.floats(50, 100), min_size=8, max_size=12),
+    after=st.lists(st.floats(0, 100), min_size=1, max_size=24),
+    quiet=st.lists(st.floats(0, 19), min_size=1, max_size=36),
+)
+@settings(max_examples=100, deadline=None)
+def test_the_score_a_scheduler_reads_never_contradicts_the_held_level(burst, after, quiet):
+    """The report scores a node by its held level too: while hysteresis holds a node at High after its
+    raw score fell (the guard acting), a pod that names no dimension still scores it no better than
+    High's cut-off, so a held-High node loses to a None one by at least high - low points."""
+    rules = default_rules()
+    cut = rules.levels
+    floor = {Level.NONE: 0.0, Level.LOW: cut.low, Level.MEDIUM: cut.medium, Level.HIGH: cut.high}
+    scorer = Scorer(rules)
+    hot = burst + after
+    now = NOW
+    for i in range(len(hot)):
+        now = NOW + i
+        scorer.observe(Sample.of("hot", now, [SignalReading("psiCpuSomeRate", hot[i % len(hot)], "procfs")]), now)
+        scorer.observe(Sample.of("quiet", now, [SignalReading("psiCpuSomeRate", quiet[i % len(quiet)], "procfs")]), now)
+        rep, _ = scorer.report(now, identity="a")
+        state = state_of(rep, now=now)
+        for item in rep.nodes:
+            if item.level is not Level.UNKNOWN:
+                assert node_score(state, item.name, SETTINGS) <= 100.0 - floor[item.level]
+        levels = {item.name: item.level for item in rep.nodes}
+        if levels.get("hot") is Level.HIGH and levels.get("quiet") is Level.NONE:
+            gap = node_score(state, "quiet", SETTINGS) - node_score(state, "hot", SETTINGS)
+            assert gap >= cut.high - cut.low - 1e-9

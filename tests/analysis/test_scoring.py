@@ -29,7 +29,7 @@ from mco_py.analysis.scoring import (
     combine_dimensions,
     reversals,
 )
-from mco_py.model import Level, Sample, SignalReading
+from mco_py.model import DimensionScore, Level, Sample, SignalReading
 from tests.analysis import oracle
 
 T0 = 1_800_000_000.0
@@ -249,6 +249,24 @@ def test_hysteresis_needs_consecutive_assessments() -> None:
     change = scorer.observe(sample("n", T0 + 5, psiIoSomeAvg10=0.0), T0 + 5)
     assert change is not None
     assert change.new is Level.NONE
+
+
+def test_a_held_level_reports_its_cut_off_until_it_falls() -> None:
+    scorer = Scorer(rules(raise_after=2, lower_after=4))
+    for i in range(3):
+        scorer.observe(sample("n", T0 + i, psiIoSomeAvg10=60.0), T0 + i)
+    assert (assessment(scorer, "n", T0 + 2).level, assessment(scorer, "n", T0 + 2).score) == (Level.HIGH, 100)
+    # the guard acts: the raw score falls to Medium (50) while the hysteresis holds High
+    for i in range(3, 6):
+        scorer.observe(sample("n", T0 + i, psiIoSomeAvg10=35.0), T0 + i)
+        item = assessment(scorer, "n", T0 + i)
+        assert (item.level, item.score) == (Level.HIGH, 75), "never below High's cut-off while High"
+        assert item.dimensions["io"] == DimensionScore(Level.MEDIUM, 50), "the dimensions stay raw"
+    assert "score 50.0 now (raw level Medium), reported as 75 while the level holds" in item.reasons[0]
+    scorer.observe(sample("n", T0 + 6, psiIoSomeAvg10=35.0), T0 + 6)
+    item = assessment(scorer, "n", T0 + 6)
+    assert (item.level, item.score) == (Level.MEDIUM, 50), "lowered after 4: the raw score again"
+    assert "reported as" not in item.reasons[0]
 
 
 def levels_of(scorer: Scorer, series: list[float], signal: str = "psiCpuSomeAvg10") -> list[Level]:
