@@ -34,6 +34,7 @@ from mco_py.kube.client import load_api_client
 from mco_py.kube.events import NodeEvents
 from mco_py.kube.lease import LeaseElector
 from mco_py.kube.rules import ConfigMapRulesSource
+from mco_py.obs import process
 from mco_py.obs.logging import setup_logging
 from mco_py.obs.metrics import start_metrics_server
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
@@ -411,6 +412,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     stop_on_signals(stop)
     try:
+        process.tune("analyzer")
         return serve(settings, registry=CollectorRegistry(), stop=stop)
     except ConfigError as exc:
         log.error("%s", exc)

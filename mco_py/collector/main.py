@@ -23,6 +23,7 @@ from mco_py.collector.sampler import SampleLoop, Sampler, open_sources, workload
 from mco_py.collector.signals import NodeSample
 from mco_py.collector.workload_groups import WorkloadGroups
 from mco_py.errors import ConfigError
+from mco_py.obs import process
 from mco_py.obs.logging import setup_logging
 from mco_py.obs.metrics import MetricsServer, start_metrics_server
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
@@ -165,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.once:
             return run_once(sampler, settings.interval_s, args.output, stop)
+        process.tune("collector")
         return serve(settings, sampler, stop, groups=groups)
     except ConfigError as exc:
         print(f"mco collector: {exc}", file=sys.stderr)

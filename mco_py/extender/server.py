@@ -41,6 +41,7 @@ import httptools
 
 from mco_py.extender.app import ExtenderApp, Response
 from mco_py.extender.config import Limits
+from mco_py.obs.process import HeapTrimmer
 
 log = logging.getLogger(__name__)
 
@@ -97,53 +98,6 @@ class ReadBuffer:
 
     def __init__(self, size: int = _READ_BUFFER) -> None:
         self.view = memoryview(bytearray(size))
-
-
-class HeapTrimmer:
-    """Calls ``trim(pad)`` (glibc's ``malloc_trim``) ``delay`` seconds after a large request.
-
-    Why: the service keeps request buffers of up to 32 MiB in the C heap and never
-    lets free() shrink it (``main.tune_malloc``: no mmap/munmap and fresh page
-    faults per large request). Such a heap only grows: whenever a body (7.5 MB
-    for a 100-node prioritize) fits no free hole, the heap is extended, and the
-    free space stays resident (soaks: steps of +1.4 and +4.9 MB at random times,
-    17.8 MB free in a 35 MB heap). ``malloc_trim(pad)`` gives the free pages back
-    (holes too, by ``madvise``) except ``pad`` bytes at the top of the heap; the
-    pad is the largest body since the last trim, so the next body of that size
-    fits there instead of extending the heap again (without it RSS saws by the
-    size of that body between trims). At most one trim per ``delay`` seconds, and
-    only after a body of ``min_body`` bytes or more: a trim took 0.9 ms (1.5 ms at
-    most) in the soak, and the pages faulted in again after it cost less than one
-    large request per interval.
-    One server, its loop's thread.
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        trim: Callable[[int], object],
-        *,
-        delay: float = 10.0,
-        min_body: int = 512 * 1024,
-    ) -> None:
-        self._loop = loop
-        self._trim = trim
-        self._delay = delay
-        self._min_body = min_body
-        self._largest = 0
-        self._pending: asyncio.TimerHandle | None = None
-
-    def note(self, body_size: int) -> None:
-        """``body_size`` bytes went through the heap: a request body, or replies dropped unread."""
-        if body_size < self._min_body:
-            return
-        self._largest = max(self._largest, body_size)
-        if self._pending is None:
-            self._pending = self._loop.call_later(self._delay, self._run)
-
-    def _run(self) -> None:
-        pad, self._largest, self._pending = self._largest, 0, None
-        self._trim(pad)
 
 
 class Guard:
@@ -327,7 +281,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._guard.forget(self)
         self._transport = None
         # Break the cycle (parser -> bound on_* methods -> self -> parser) so the connection is freed now.
-        # Left to the cyclic GC, which the service runs rarely (main.tune_gc), closed connections piled up
+        # Left to the cyclic GC, which the service runs rarely (mco_py.obs.process), closed connections piled up
         # at ~1 KB each: the soaks' steady +0.2 MB/min.
         self._parser = None
         if self._trimmer is not None and self._filled:
