@@ -18,7 +18,7 @@ from mco_py.extender.app import ExtenderApp
 from mco_py.extender.config import DEFAULT_PATH, ExtenderConfig, load_config, with_overrides
 from mco_py.extender.server import serve_forever
 from mco_py.extender.source import FileReportSource, NodeLabelCache, NoLabels, WatchReportSource
-from mco_py.extender.wire import make_decoder
+from mco_py.extender.wire import MsgspecDecoder
 from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.obs import process
 from mco_py.obs.logging import setup_logging
@@ -37,7 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--volcano-version", default=None, help="reply format of /volcano/<verb>: 1.9 or 1.10")
     parser.add_argument("--ttl-seconds", type=float, default=None, help="crStatusTTLSeconds")
     parser.add_argument("--score-weight", type=float, default=None, help="scoreWeight")
-    parser.add_argument("--decoder", choices=("msgspec", "stdlib"), default=None, help="request decoder")
     parser.add_argument("--max-body-bytes", type=int, default=None, help="larger requests are answered fail-open")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
     parser.add_argument("--no-uvloop", action="store_true", help="use the plain asyncio event loop")
@@ -57,7 +56,6 @@ def build_config(args: argparse.Namespace) -> ExtenderConfig:
             "volcano_version": args.volcano_version,
             "ttl_seconds": args.ttl_seconds,
             "score_weight": args.score_weight,
-            "decoder": args.decoder,
             "max_body_bytes": args.max_body_bytes,
             "log_level": args.log_level,
         },
@@ -71,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"mco extender: {exc}", file=sys.stderr)
         return 2
     setup_logging(cfg.log_level)
+    for note in cfg.notes:
+        log.warning("config: %s", note)
 
     labels: NodeLabelCache | NoLabels
     source: FileReportSource | WatchReportSource
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         policy=cfg.policy,
         source=source,
         labels=labels,
-        decoder=make_decoder(cfg.decoder),
+        decoder=MsgspecDecoder(),
         registry=CollectorRegistry(),
         volcano_version=cfg.volcano_version,
     )
@@ -115,7 +115,6 @@ def run(args: argparse.Namespace) -> int:
                 "mode": cfg.mode,
                 "source": source.describe(),
                 "volcanoVersion": cfg.volcano_version,
-                "decoder": cfg.decoder,
                 "mallocTuned": tuning.malloc_tuned,
                 "heapTrim": tuning.trim is not None,
             },

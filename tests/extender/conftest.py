@@ -16,9 +16,10 @@ from mco_py.analysis.policy import PolicySettings
 from mco_py.extender.app import ExtenderApp
 from mco_py.extender.server import RunningServer, start_in_thread
 from mco_py.extender.source import FileReportSource, NoLabels
-from mco_py.extender.wire import make_decoder
 from mco_py.model import Level, NodeAssessment, Report
 from mco_py.store.file import FileReportStore
+
+from .reference_decoder import decoder_named
 
 NOW = 1_795_000_000.0
 
@@ -111,7 +112,7 @@ def serve_fresh_report(directory: Path, decoder: str = "msgspec", **server_args:
         policy=PolicySettings(),
         source=FileReportSource(path),
         labels=NoLabels(),
-        decoder=make_decoder(decoder),
+        decoder=decoder_named(decoder),
         registry=CollectorRegistry(),
     )
     return start_in_thread(app, **server_args)
@@ -137,7 +138,7 @@ def make_extender(report_file: ReportFile, clock: Clock) -> Iterator[Callable[..
             policy=policy or PolicySettings(),
             source=source or FileReportSource(report_file.path),
             labels=labels or NoLabels(),
-            decoder=make_decoder(decoder),
+            decoder=decoder_named(decoder),
             registry=registry,
             volcano_version=volcano_version,
             clock=clock,

@@ -13,11 +13,12 @@ from mco_py.analysis.policy import PolicySettings
 from mco_py.extender.app import ExtenderApp
 from mco_py.extender.server import start_in_thread
 from mco_py.extender.source import FileReportSource, NoLabels
-from mco_py.extender.wire import SENSITIVE_TO, make_decoder
+from mco_py.extender.wire import SENSITIVE_TO
 from mco_py.model import DimensionScore, Level, NodeAssessment
 
 from . import bodies, go_contract
 from .conftest import NOW, assessment
+from .reference_decoder import decoder_named
 
 V19 = "/volcano/v1.9/predicate"
 V110 = "/volcano/v1.10/predicate"
@@ -496,7 +497,7 @@ def test_stop_closes_open_keep_alive_connections(fresh):
         policy=PolicySettings(),
         source=FileReportSource(fresh.path),
         labels=NoLabels(),
-        decoder=make_decoder("msgspec"),
+        decoder=decoder_named("msgspec"),
         registry=CollectorRegistry(),
     )
     running = start_in_thread(app)

@@ -26,8 +26,9 @@ from mco_py.extender.source import FileReportSource, NoLabels
 
 from . import bodies
 from .conftest import Clock, ReportFile
+from .reference_decoder import StdlibDecoder, decoder_named
 
-GENERIC = wire.StdlibDecoder()
+GENERIC = StdlibDecoder()
 FAST = wire.MsgspecDecoder()
 
 
@@ -188,7 +189,7 @@ def test_large_predicate_replies_match_the_stdlib_service(tmp_path, node, runtim
             policy=PolicySettings(),
             source=FileReportSource(report),
             labels=NoLabels(),
-            decoder=wire.make_decoder(decoder),
+            decoder=decoder_named(decoder),
             registry=CollectorRegistry(),
             clock=Clock(),
         )
