@@ -229,10 +229,11 @@ class CollectorDaemon:
                 log.warning("restored the CPU limits a killed guard left (%s)", settings.guard_journal)
         self.fanout: StreamFanout | None = None
         if settings.stream:
-            # grpc is imported only when streaming: an exporter-only collector stays ~10 MiB smaller.
-            # gRPC's EventEngine client keeps four threads waking ~10 times a second each (a third of
-            # the collector's CPU at a 1 s interval); the long-standing iomgr client does not. Set
-            # GRPC_EXPERIMENTS yourself to choose otherwise (read once, when grpc is first imported).
+            # grpc is imported only when streaming: an exporter-only collector stays smaller without it.
+            # gRPC's EventEngine client keeps four threads waking many times a second (a large share of
+            # the collector's CPU at a 1 s interval: docs/collector.md); the long-standing iomgr client
+            # does not. Set GRPC_EXPERIMENTS yourself to choose otherwise (read once, when grpc is first
+            # imported).
             os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)
             from mco_py.collector.stream import StreamFanout, apply_guard_control  # noqa: PLC0415
 

@@ -297,8 +297,9 @@ class AnalyzerStream:
             self._flushing = True  # before looking at the buffer: a later urgent publish wakes us
             self._urgent.clear()
             if self._config.flush_interval_s > 0 and not self._buffer and not self._stopping.is_set():
-                # Caught up: let samples gather. Each message costs the gRPC core about 25 thread
-                # wake-ups, more CPU than taking the sample; the first sample still goes at once.
+                # Caught up: let samples gather. Each message wakes the gRPC core's threads many times,
+                # more CPU than taking the sample (docs/benchmarks.md, "Collector": flush 0 against
+                # flush 5 s); the first sample still goes at once.
                 # A stop, or a sample with a signal past the analyzer's SendEarly value, ends the wait.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._urgent.wait(), self._config.flush_interval_s)

@@ -38,7 +38,8 @@ PLUGIN_IMAGE_ANNOTATION = "mco.many-core.io/plugin-image"
 KATA_RUNTIME_CLASS = "kata-qemu"
 KATA_LABEL = "katacontainers.io/kata-runtime"
 KVM_LABEL = "mco.many-core.io/kvm-ready"
-#: Below this, a 1,000-node prioritize call (200-300 ms) can time out (docs/volcano.md).
+#: Below this, a 1,000-node prioritize call can time out (docs/extender.md; its time:
+#: docs/benchmarks.md, "Extender").
 MIN_HTTP_TIMEOUT_S = 1.0
 #: Seconds of clock difference forgiven when an age is judged (``now`` is the API server's
 #: clock when its answers carry a Date header, else this machine's).
