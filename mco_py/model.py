@@ -165,8 +165,8 @@ NO_DIMENSIONS: Mapping[str, DimensionScore] = {}
 
 class NodeAssessment(msgspec.Struct, frozen=True):
     """The analyzer's judgement of one node, as it appears in the report. A msgspec Struct: the
-    scorer builds one per node and sample, and its constructor is the cheapest way to (a third of a
-    frozen dataclass's)."""
+    scorer builds one per node and sample, and its constructor is much cheaper than a frozen
+    dataclass's."""
 
     name: str
     """Node name."""

@@ -302,7 +302,7 @@ class Scorer:
         The sub-scores and dimensions are the plain rules' (``tests/analysis/oracle.py``; a property
         test holds the two equal), computed here while each value is at hand. The values kept for the
         report are rounded here too, once per sample: cheaper than a copy per report of every node
-        (the report's largest cost at 10,000 nodes: docs/benchmarks.md).
+        (the report's largest cost at 10,000 nodes: docs/benchmarks.md, "Report build and serialize").
         """
         specs = self._specs
         ewma = node.ewma

@@ -231,8 +231,8 @@ class Engine:
         now = self.clock()
         # The build allocates tens of thousands of acyclic containers (entries, signal maps,
         # reason tuples); with the cyclic GC on, they trigger repeated collections that each
-        # walk the whole scorer state (≈ 40 % of the build at 10,000 nodes). Nothing built
-        # here forms a cycle, so collecting is postponed until the build is done.
+        # walk the whole scorer state (a large share of the build at 10,000 nodes). Nothing
+        # built here forms a cycle, so collecting is postponed until the build is done.
         with gc_paused():
             with self._lock:
                 # with a budget most nodes lose their detail: reasons formatted only for those keeping it

@@ -334,7 +334,7 @@ class KubeListWatch:
         if not line.strip():
             return None
         try:
-            doc = msgspec.json.decode(line)  # twice as fast as json.loads: a report shard is ~0.5 MB
+            doc = msgspec.json.decode(line)  # faster than json.loads on a report shard's event
         except msgspec.DecodeError as exc:
             raise TransportError(f"{self._path}: unreadable watch event: {exc}") from exc
         kind = doc.get("type") if isinstance(doc, dict) else None

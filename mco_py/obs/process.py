@@ -54,7 +54,7 @@ def tune(service: Service) -> Tuning:
     if service == "collector":
         return Tuning()
     # a request allocates a few hundred tracked objects that die with it: young collections
-    # found nothing, and each full one walked every module object (milliseconds on some p99)
+    # found nothing, and each full one walked every module object (a pause on some request's p99)
     gc.set_threshold(20_000, 50, 100)
     tuned = _keep_large_blocks()
     return Tuning(malloc_tuned=tuned, trim=malloc_trim() if tuned else None)
@@ -100,13 +100,13 @@ def malloc_trim() -> Callable[[int], object] | None:
 class HeapTrimmer:
     """Calls ``trim(pad)`` (glibc's ``malloc_trim``) ``delay`` seconds after a large request.
 
-    A heap that keeps large blocks only grows: whenever a body (7.5 MB for a 100-node
-    prioritize) fits no free hole, the heap is extended, and the free space stays resident.
+    A heap that keeps large blocks only grows: whenever a body (a prioritize for a hundred
+    nodes is megabytes) fits no free hole, the heap is extended, and the free space stays resident.
     ``malloc_trim(pad)`` gives the free pages back (holes too, by ``madvise``) except ``pad``
     bytes at the top of the heap; the pad is the largest body since the last trim, so the
     next body of that size fits there instead of extending the heap again. At most one trim
-    per ``delay`` seconds, and only after a body of ``min_body`` bytes or more: a trim costs
-    about a millisecond (docs/benchmarks.md, "Extender", "Memory soak").
+    per ``delay`` seconds, and only after a body of ``min_body`` bytes or more: a trim is not free
+    (docs/benchmarks.md, "Extender", "Memory soak").
     One server, its loop's thread.
     """
 
@@ -140,8 +140,8 @@ class HeapTrimmer:
 
 #: Every this many promotions a full collection runs instead (every 5 minutes at the 5 s report
 #: interval), so garbage cycles swept into the oldest generation never pile up for long. A full
-#: collection walks every object, about what the promotions save in 10-30 young collections
-#: (docs/benchmarks.md, "Analyzer"), so it must stay rare.
+#: collection walks every object, about what the promotions save in tens of young collections,
+#: so it must stay rare.
 FULL_COLLECTION_EVERY = 60
 
 
