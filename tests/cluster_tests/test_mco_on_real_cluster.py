@@ -23,7 +23,7 @@ import grpc
 import pytest
 import yaml
 
-from mco_py.doctor.cluster_checks import CLOCK_SLACK_S
+from mco_py.doctor.cluster_view import CLOCK_SLACK_S
 from mco_py.kube.client import load_api_client
 from mco_py.model import SIGNAL_NAMES, DimensionScore, Level, NodeAssessment, Report, Sample
 from mco_py.report.builder import ReportBuilder
