@@ -18,7 +18,7 @@ from mco_py.collector.biolatency import BACKENDS
 from mco_py.collector.cgroups import CpuLimits, Journal, detect_layout
 from mco_py.collector.config import CollectorSettings, load_settings
 from mco_py.collector.exporter import CollectorMetrics
-from mco_py.collector.guard_loop import Guard, GuardLoop
+from mco_py.collector.guard.loop import GuardLoop, NodeGuard
 from mco_py.collector.sampler import SampleLoop, Sampler, open_sources, workload_groups
 from mco_py.collector.signals import NodeSample
 from mco_py.collector.workload_groups import WorkloadGroups
@@ -211,7 +211,7 @@ class CollectorDaemon:
         self.guard: GuardLoop | None = None
         if settings.guard != "off":
             layout = detect_layout(settings.cgroup_root)
-            guard = Guard(
+            guard = NodeGuard(
                 layout,
                 groups=groups or workload_groups(settings),
                 rules=settings.guard_rules,

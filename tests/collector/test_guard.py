@@ -26,8 +26,8 @@ from mco_py.analysis.guard import (
 from mco_py.analysis.workloads import WorkloadPod, pod_group
 from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter, WorkloadPressureSource, detect_layout
 from mco_py.collector.config import load_settings
-from mco_py.collector.guard_loop import Guard
-from mco_py.collector.mem_io import IoKnob
+from mco_py.collector.guard.knobs import IoKnob
+from mco_py.collector.guard.loop import NodeGuard
 from mco_py.collector.workload_groups import WorkloadGroups, detect_driver
 from mco_py.errors import ConfigError
 
@@ -238,8 +238,8 @@ class Clock:
         return self.now
 
 
-def make_guard(root: Path, tmp: Path, clock: Clock, mode: str = "on") -> Guard:
-    return Guard(
+def make_guard(root: Path, tmp: Path, clock: Clock, mode: str = "on") -> NodeGuard:
+    return NodeGuard(
         detect_layout(root),
         online=["online.slice"],
         offline=["offline.slice/job-1", "offline.slice/job-2"],
@@ -251,7 +251,7 @@ def make_guard(root: Path, tmp: Path, clock: Clock, mode: str = "on") -> Guard:
     )
 
 
-def run_interval(guard: Guard, root: Path, clock: Clock, stall_share: float) -> Action:
+def run_interval(guard: NodeGuard, root: Path, clock: Clock, stall_share: float) -> Action:
     """One second in which the online group stalled ``stall_share`` of the time."""
     text = (root / "online.slice" / "cpu.pressure").read_text()
     total = int(text.split("total=")[1].split()[0])
@@ -346,10 +346,10 @@ def test_groups_cannot_escape_the_tree_or_be_both_classes(tmp_path: Path) -> Non
             layout.check_group(bad)
     for online, offline in (("a", "/a/"), ("a", "a/pod-1"), ("a/pod-1", "a")):
         with pytest.raises(ConfigError, match="are the same group or one holds the other"):
-            Guard(
+            NodeGuard(
                 layout, online=[online], offline=[offline], rules=GuardRules(), mode="on", journal_path=tmp_path / "j"
             )
-    Guard(layout, online=["a"], offline=["ab"], rules=GuardRules(), mode="on", journal_path=tmp_path / "j")
+    NodeGuard(layout, online=["a"], offline=["ab"], rules=GuardRules(), mode="on", journal_path=tmp_path / "j")
 
 
 def test_layouts(tmp_path: Path) -> None:
@@ -538,7 +538,7 @@ def test_pods_the_analyzer_names_are_watched_and_limited_and_a_relabelled_one_ge
     assert detect_driver(layout.cpu_root) == "systemd"
     groups = WorkloadGroups((), (), driver="systemd")
     clock = Clock()
-    guard = Guard(
+    guard = NodeGuard(
         layout, groups=groups, rules=GuardRules(), mode="on", journal_path=tmp_path / "j.json", node="n", cpus=4,
         clock=clock, wall_clock=lambda: 1e9,
     )  # fmt: skip
@@ -604,8 +604,8 @@ def memory_io_tree(tmp_path: Path, memory: int, io_stat: str) -> tuple[Path, Pat
 def test_memory_and_io_are_limited_as_shares_of_their_use_and_given_back(tmp_path: Path) -> None:
     root, off = memory_io_tree(tmp_path, 400 * 2**20, "254:0 rbytes=0 wbytes=0 rios=0 wios=0 dbytes=0 dios=0\n")
     clock = Clock()
-    guard = Guard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
-                  mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock)  # fmt: skip
+    guard = NodeGuard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
+                      mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock)  # fmt: skip
     assert set(guard.knobs) == {"memory", "io"}
     guard.step()
     # the offline group reads 100 MiB/s; the online one stalls on memory and on I/O
@@ -639,7 +639,7 @@ def test_a_killed_guards_io_and_memory_limits_go_at_the_next_start(tmp_path: Pat
     clock = Clock()
     args = {"online": ["online.slice"], "offline": ["offline.slice"], "rules": GuardRules(), "mode": "on",
             "journal_path": tmp_path / "j.json", "cpus": 2, "clock": clock}  # fmt: skip
-    killed = Guard(detect_layout(root), **args)  # type: ignore[arg-type]
+    killed = NodeGuard(detect_layout(root), **args)  # type: ignore[arg-type]
     killed.step()
     (off / "io.stat").write_text(f"8:0 rbytes=0 wbytes={40 * 2**20}\n")
     set_stall(root, "online.slice", "memory", 500_000)
@@ -648,7 +648,7 @@ def test_a_killed_guards_io_and_memory_limits_go_at_the_next_start(tmp_path: Pat
     killed.step()
     assert (off / "memory.high").read_text() != "max\n"
     assert "wbps=20971520" in (off / "io.max").read_text()
-    Guard(detect_layout(root), **args).recover()  # type: ignore[arg-type]
+    NodeGuard(detect_layout(root), **args).recover()  # type: ignore[arg-type]
     assert (off / "memory.high").read_text() == "max"
     assert (off / "io.max").read_text() == "8:0 rbps=max wbps=max"
 
@@ -658,8 +658,8 @@ def test_io_on_a_device_the_group_had_not_used_counts_from_the_interval_it_began
     TCG node shows it: tests/vm): the first interval's writes are the group's rate, not 0."""
     root, off = memory_io_tree(tmp_path, 64 * 2**20, "")
     clock = Clock()
-    guard = Guard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
-                  mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock, resources=("io",))  # fmt: skip
+    guard = NodeGuard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
+                      mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock, resources=("io",))  # fmt: skip
     guard.step()
     (off / "io.stat").write_text(f"254:16 rbytes=0 wbytes={40 * 2**20} rios=0 wios=160 dbytes=0 dios=0\n")
     set_stall(root, "online.slice", "io", 500_000)

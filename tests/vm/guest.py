@@ -1,6 +1,6 @@
 """Runs inside the TCG test node (testbed/vm.py), as root, on pure cgroup v2: one scenario per
 boot, ``python3 /mnt/guest.py SCENARIO``. It drives the node guard's own writers (CpuLimits, the
-journal, MemoryKnob, IoKnob, Guard and GuardLoop) against the guest's real cgroups, measures what
+journal, MemoryKnob, IoKnob, NodeGuard and GuardLoop) against the guest's real cgroups, measures what
 the kernel then does, and writes the figures as JSON to ``$MCO_VM_RESULT``. The host-side tests
 (tests/vm/test_vm_cgroups.py) judge them.
 
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from mco_py.analysis.guard import GuardRules
 from mco_py.collector.cgroups import JOURNALLED_FILES, CpuLimits, Journal, detect_layout
-from mco_py.collector.guard_loop import Guard, GuardLoop
-from mco_py.collector.mem_io import IoKnob, MemoryKnob, Write
+from mco_py.collector.guard.knobs import IoKnob, MemoryKnob, Write
+from mco_py.collector.guard.loop import GuardLoop, NodeGuard
 
 CGROUP = Path("/sys/fs/cgroup")
 SCRATCH = Path("/dev/vdb")
@@ -102,7 +102,7 @@ def events(path: Path) -> dict[str, int]:
 
 
 def put(limits: CpuLimits, journal: Journal, grp: str, write: Write) -> None:
-    """Write one limit as the guard does (Guard._write_line): journalled first, one write(2)."""
+    """Write one limit as the guard does (NodeGuard._write_line): journalled first, one write(2)."""
     journal.remember(grp, write.name)
     limits.write_raw(grp, f"{write.device} {write.text}" if write.device else write.text, write.name)
 
@@ -196,8 +196,8 @@ def guard_cpu() -> dict[str, object]:
     layout = detect_layout(CGROUP)
     online, offline = group("online"), group("offline")
     journal = Path("/run/mco/guard-limits.json")
-    guard = Guard(layout, online=["online"], offline=["offline"], rules=GuardRules(), mode="on",
-                  journal_path=journal, resources=("cpu",))  # fmt: skip
+    guard = NodeGuard(layout, online=["online"], offline=["offline"], rules=GuardRules(), mode="on",
+                      journal_path=journal, resources=("cpu",))  # fmt: skip
     out: dict[str, object] = {"cpus": guard.cpus}
     hogs = [spawn(BUSY, online) for _ in range(3)] + [spawn(BUSY, offline) for _ in range(3)]
     with running(hogs):
@@ -501,12 +501,12 @@ def detection() -> dict[str, object]:
 
 
 def guard(journal: str, interval: str, *args: str) -> None:
-    """(child) The guard as the collector wires it: Guard + GuardLoop, every resource, until
+    """(child) The guard as the collector wires it: NodeGuard + GuardLoop, every resource, until
     killed; ``--once``: start (which restores a killed guard's limits) and stop."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="guard: %(levelname)s %(message)s")
     loop = GuardLoop(
-        Guard(detect_layout(CGROUP), online=["online"], offline=["offline"], rules=GuardRules(), mode="on",
-              journal_path=journal, resources=("cpu", "memory", "io")),
+        NodeGuard(detect_layout(CGROUP), online=["online"], offline=["offline"], rules=GuardRules(), mode="on",
+                  journal_path=journal, resources=("cpu", "memory", "io")),
         float(interval),
     )  # fmt: skip
     loop.start()

@@ -1,6 +1,6 @@
 """The node guard in the collector: every ``guard_interval_s`` it measures the online groups'
 CPU, memory and I/O pressure, decides (:mod:`mco_py.analysis.guard`) and limits the offline
-groups' CPU quota (:mod:`mco_py.collector.cgroups`), memory and I/O (:mod:`mco_py.collector.mem_io`),
+groups' CPU quota (:mod:`mco_py.collector.cgroups`), memory and I/O (:mod:`.knobs`),
 or in ``dry-run`` only says what it would do. While it is on, the offline groups also keep the
 lowest CPU weight, so online work that wakes up runs first.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from mco_py.analysis.guard import Action, GuardChange, GuardRules, GuardState, change_text, decide, decide_io
 from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter, within
 from mco_py.collector.exporter import Family
-from mco_py.collector.mem_io import IoKnob, MemoryKnob, Write
+from mco_py.collector.guard.knobs import IoKnob, MemoryKnob, Write
 from mco_py.collector.signals import Unavailable
 from mco_py.collector.workload_groups import Groups, WorkloadGroups
 from mco_py.errors import ConfigError
@@ -65,7 +65,7 @@ class GuardStatus:
     """(resource, action) -> changes of the memory and I/O limits."""
 
 
-class Guard:
+class NodeGuard:
     """One feedback loop over the configured groups."""
 
     def __init__(
@@ -495,9 +495,9 @@ class Guard:
 
 
 class GuardLoop:
-    """Runs :meth:`Guard.step` every ``interval`` seconds in a daemon thread."""
+    """Runs :meth:`NodeGuard.step` every ``interval`` seconds in a daemon thread."""
 
-    def __init__(self, guard: Guard, interval: float) -> None:
+    def __init__(self, guard: NodeGuard, interval: float) -> None:
         self.guard = guard
         self.interval = interval
         self._stop = threading.Event()
