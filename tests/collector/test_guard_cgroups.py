@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mco_py.collector.cgroups import detect_layout
+from mco_py.collector.guard.files import detect_layout
 
 ROOT = Path("/sys/fs/cgroup")
 
@@ -261,7 +261,7 @@ def test_memory_and_io_limits_on_real_v1_controllers(tmp_path: Path) -> None:
         before = _read_bytes(container, device)
         time.sleep(2.0)
         assert (_read_bytes(container, device) - before) / 2 <= 1.5 * limit, "the reader keeps to its limit"
-        assert guard.status.write_errors == 0
+        assert guard.writer.counts().failures == 0
         for i in range(5, 120):  # calm: up in steps, then lifted
             clock.now = float(i)
             guard.step()

@@ -17,8 +17,8 @@ from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.service import create_server
 from mco_py.analyzer.workloads import WorkloadIndex
-from mco_py.collector.cgroups import detect_layout
 from mco_py.collector.config import StreamConfig
+from mco_py.collector.guard.files import detect_layout
 from mco_py.collector.guard.loop import NodeGuard
 from mco_py.collector.signals import NodeSample, Reading
 from mco_py.collector.stream import StreamFanout, apply_guard_control

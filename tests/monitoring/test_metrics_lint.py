@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from mco_py.analysis.guard import GuardRules
 from mco_py.analysis.policy import Fallback, ReportState
 from mco_py.analyzer.metrics import AnalyzerMetrics
-from mco_py.collector.cgroups import detect_layout
 from mco_py.collector.exporter import SIGNAL_METRICS, TOTAL_METRICS, CollectorMetrics
+from mco_py.collector.guard.files import detect_layout
 from mco_py.collector.guard.loop import NodeGuard
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus, Total
 from mco_py.extender.metrics import ExtenderMetrics
