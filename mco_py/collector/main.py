@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 from mco_py.collector.biolatency import BACKENDS
-from mco_py.collector.cgroups import CpuLimits, Journal, detect_layout
 from mco_py.collector.config import CollectorSettings, load_settings
 from mco_py.collector.exporter import CollectorMetrics
-from mco_py.collector.guard_loop import Guard, GuardLoop
+from mco_py.collector.guard.files import detect_layout
+from mco_py.collector.guard.loop import GuardLoop, NodeGuard
+from mco_py.collector.guard.writer import LimitWriter
 from mco_py.collector.sampler import SampleLoop, Sampler, open_sources, workload_groups
 from mco_py.collector.signals import NodeSample
 from mco_py.collector.workload_groups import WorkloadGroups
@@ -181,11 +182,11 @@ def restore_guard(settings: CollectorSettings) -> int:
         print(f"no guard journal at {settings.guard_journal}: nothing to restore")
         return 0
     try:
-        journal = Journal(settings.guard_journal, CpuLimits(detect_layout(settings.cgroup_root)))
+        writer = LimitWriter.at(settings.cgroup_root, settings.guard_journal)
     except ConfigError as exc:
         print(f"mco collector: {exc}", file=sys.stderr)
         return 1
-    problems = journal.restore()
+    problems = writer.restore()
     for problem in problems:
         print(f"mco collector: {problem}", file=sys.stderr)
     if not problems:
@@ -211,7 +212,7 @@ class CollectorDaemon:
         self.guard: GuardLoop | None = None
         if settings.guard != "off":
             layout = detect_layout(settings.cgroup_root)
-            guard = Guard(
+            guard = NodeGuard(
                 layout,
                 groups=groups or workload_groups(settings),
                 rules=settings.guard_rules,
@@ -222,7 +223,7 @@ class CollectorDaemon:
             )
             self.guard = GuardLoop(guard, settings.guard_interval_s)
         elif settings.guard_journal.exists():  # a guard was killed, then switched off: undo its limits anyway
-            problems = Journal(settings.guard_journal, CpuLimits(detect_layout(settings.cgroup_root))).restore()
+            problems = LimitWriter.at(settings.cgroup_root, settings.guard_journal).restore()
             if problems:
                 log.error("cannot restore the CPU limits a killed guard left: %s", "; ".join(problems))
             else:

@@ -36,7 +36,7 @@ from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from mco_py.rpc.codec import MAX_GUARD_ACTIONS, guard_change_to_proto, guard_rules_from_proto, workloads_from_proto
 
 if TYPE_CHECKING:
-    from mco_py.collector.guard_loop import Guard
+    from mco_py.collector.guard.loop import NodeGuard
 
 log = logging.getLogger(__name__)
 
@@ -517,7 +517,7 @@ class StreamFanout:
             stream.close()
 
 
-def apply_guard_control(guard: Guard, control: pb.Control) -> None:
+def apply_guard_control(guard: NodeGuard, control: pb.Control) -> None:
     """What an analyzer sends the guard: its rules (hot-reloaded with the detection rules), or
     the node's pods with their class. Anything invalid is logged and changes nothing."""
     which = control.WhichOneof("kind")

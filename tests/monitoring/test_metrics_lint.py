@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from mco_py.analysis.guard import GuardRules
 from mco_py.analysis.policy import Fallback, ReportState
 from mco_py.analyzer.metrics import AnalyzerMetrics
-from mco_py.collector.cgroups import detect_layout
 from mco_py.collector.exporter import SIGNAL_METRICS, TOTAL_METRICS, CollectorMetrics
-from mco_py.collector.guard_loop import Guard
+from mco_py.collector.guard.files import detect_layout
+from mco_py.collector.guard.loop import NodeGuard
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus, Total
 from mco_py.extender.metrics import ExtenderMetrics
 from mco_py.model import DimensionScore, Level, NodeAssessment
@@ -58,7 +58,7 @@ def test_the_collector_with_every_signal_present(tmp_path: Path) -> None:
         (tree / group / "cpu.max").write_text("max 100000\n")
         for resource in ("cpu", "io", "memory"):
             (tree / group / f"{resource}.pressure").write_text("some avg10=0 avg60=0 avg300=0 total=5\n")
-    guard = Guard(
+    guard = NodeGuard(
         detect_layout(tree),
         online=["online"],
         offline=["offline"],
