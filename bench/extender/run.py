@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from mco_py.model import Level, NodeAssessment, Report  # noqa: E402
+from mco_py.obs.http import Request  # noqa: E402
 from mco_py.store.file import FileReportStore  # noqa: E402
 from tests.extender import bodies  # noqa: E402
 
@@ -264,7 +265,7 @@ def inprocess(report: Path, files: dict[str, Path]) -> None:
         times = []
         for _ in range(repeat):
             start = time.perf_counter()
-            resp = app.handle("POST", path, body)
+            resp = app.handle(Request("POST", path, body))
             times.append((time.perf_counter() - start) * 1000)
             assert resp.status == 200
         print(f"  {name:16s} {statistics.median(times):9.3f} ms")

@@ -25,8 +25,9 @@ from mco_py.collector.signals import NodeSample
 from mco_py.collector.workload_groups import WorkloadGroups
 from mco_py.errors import ConfigError
 from mco_py.obs import process
+from mco_py.obs.http import RunningServer
 from mco_py.obs.logging import setup_logging
-from mco_py.obs.metrics import MetricsServer, start_metrics_server
+from mco_py.obs.metrics import serve_metrics
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 
 if TYPE_CHECKING:
@@ -206,7 +207,6 @@ class CollectorDaemon:
         stop: threading.Event | None = None,
         groups: WorkloadGroups | None = None,
     ) -> None:
-        self._owns_registry = registry is None
         self.registry = registry or CollectorRegistry()
         self.loop = SampleLoop(sampler, interval_s=settings.interval_s, stop=stop)
         self.guard: GuardLoop | None = None
@@ -253,20 +253,14 @@ class CollectorDaemon:
             extra=self.guard.guard.families if self.guard else None,
         )
         self._settings = settings
-        self._server: MetricsServer | None = None
+        self._server: RunningServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
 
     def start(self) -> None:
         """Serve /metrics, open the streams and start sampling in a thread."""
-        metrics = self.loop.metrics
-        self._server, self.port = start_metrics_server(
-            self.registry,
-            host=self._settings.metrics_host,
-            port=self._settings.metrics_port,
-            # the cheap exposition holds only while the registry has nothing but the collector's metrics
-            fast_text=metrics.render_text if metrics is not None and self._owns_registry else None,
-        )
+        self._server = serve_metrics(self.registry, host=self._settings.metrics_host, port=self._settings.metrics_port)
+        self.port = self._server.port
         log.info("metrics on %s:%d/metrics", self._settings.metrics_host, self.port, extra={"port": self.port})
         if self.fanout is not None:
             self.fanout.start()
@@ -289,8 +283,7 @@ class CollectorDaemon:
         if self.fanout is not None:
             self.fanout.close()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
 
 
 def serve(

@@ -39,28 +39,10 @@ import yaml
 from mco_py.analysis.policy import PolicySettings
 from mco_py.errors import ConfigError
 from mco_py.model import SIGNAL_NAMES
+from mco_py.obs.http import Limits
 
 DEFAULT_PATH = Path("/etc/mco/extender.yaml")
 DEFAULT_MAX_BODY = 128 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Connection discipline of the HTTP server (``maxConnections``, ``*TimeoutSeconds``)."""
-
-    max_connections: int = 512
-    """Open connections at most. Volcano opens up to 16, kube-scheduler a few per extender."""
-    header_timeout: float = 10.0
-    """Seconds from a request's first byte (or the connection's opening) to the end of its headers."""
-    body_timeout: float = 30.0
-    """Seconds a request body (or a paused reply) may go without progress."""
-    request_timeout: float = 60.0
-    """Seconds from a request's first byte to its last, whatever the progress."""
-    idle_timeout: float = 120.0
-    """Seconds a keep-alive connection may wait for its next request. Longer than Go's 90 s
-    ``IdleConnTimeout``, so the schedulers close first and never send a POST into a closing socket."""
-    sweep_interval: float = 1.0
-    """Seconds between deadline checks."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,11 @@ from prometheus_client import CollectorRegistry
 from mco_py.errors import ConfigError
 from mco_py.extender.app import ExtenderApp
 from mco_py.extender.config import DEFAULT_PATH, ExtenderConfig, load_config, with_overrides
-from mco_py.extender.server import serve_forever
 from mco_py.extender.source import FileReportSource, NodeLabelCache, NoLabels, WatchReportSource
 from mco_py.extender.wire import MsgspecDecoder
 from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.obs import process
+from mco_py.obs.http import serve_forever
 from mco_py.obs.logging import setup_logging
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             on_listening=_listening,
             use_uvloop=not args.no_uvloop,
             trim_heap=tuning.trim,
+            on_guard=app.metrics.watch_connections,
         )
     except OSError as exc:
         log.error("cannot listen", extra={"host": cfg.host, "port": cfg.port, "error": str(exc)})

@@ -77,7 +77,7 @@ def test_the_collector_with_every_signal_present(tmp_path: Path) -> None:
     metrics.samples.update(NodeSample("n1", 1.0, 1.0, tuple(readings), {"psi": "procfs"}, tuple(totals)))
     metrics.sample_duration.observe(0.002)
     metrics.samples_taken.inc()
-    body = metrics.render_text(False)
+    body = generate_latest(registry)
     assert all(name.encode() in body for name in SEED_MS_NAMES)
     assert b"\nmco_node_pressure_io_full_seconds_total 12.5\n" in body
     assert b'\nmco_workload_pressure_seconds_total{class="offline",group="offline",resource="io"} 5e-06\n' in body

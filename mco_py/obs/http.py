@@ -1,10 +1,14 @@
-"""HTTP/1.1 server for the extender: ``asyncio.BufferedProtocol`` + the ``httptools`` parser (uvloop when available).
+"""The HTTP/1.1 server of every MCO port: ``asyncio.BufferedProtocol`` + the ``httptools`` parser.
+
+It serves an :class:`App` (``handle(request) -> Response``): the extender's routes, or
+``/metrics`` (:mod:`mco_py.obs.metrics`) for the collector and the analyzer.
 
 Small and fast on purpose (see reference/extender-performance.md): one parser
 per connection, keep-alive and pipelining, ``TCP_NODELAY``, headers and small
 bodies in one write, ``Expect: 100-continue`` answered, request bodies buffered
 up to ``max_body`` (grown with the bytes received, never from the announced
-``Content-Length``), larger ones dropped and answered fail-open by the app.
+``Content-Length``), larger ones dropped and handed to the app as ``too_large``
+(the extender answers them fail-open).
 Handling is synchronous in the event loop: decoding is CPU-bound, so threads
 would not help (scale with processes).
 
@@ -35,30 +39,83 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httptools
 
-from mco_py.extender.app import ExtenderApp, Response
-from mco_py.extender.config import Limits
 from mco_py.obs.process import HeapTrimmer
 
 log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One complete request, as an :class:`App` sees it."""
+
+    method: str
+    path: str
+    """The target's path (no query)."""
+    body: bytes | bytearray = b""
+    query: str = ""
+    accept: str = ""
+    """The ``Accept`` header (the only request headers kept are the two an app negotiates on)."""
+    accept_encoding: str = ""
+    """The ``Accept-Encoding`` header."""
+    too_large: bool = False
+    """The body exceeded ``max_body`` and was dropped (``body`` is empty)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    content_type: str
+    """Empty: no ``Content-Type`` header."""
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+    """More header lines (``Content-Encoding``, ``Allow``)."""
+
+
+class App(Protocol):
+    """What the server serves: one reply per request, synchronously, in the event loop's thread."""
+
+    def handle(self, request: Request) -> Response: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Connection discipline of a server (the extender's ``maxConnections``, ``*TimeoutSeconds``)."""
+
+    max_connections: int = 512
+    """Open connections at most. Volcano opens up to 16, kube-scheduler a few per extender."""
+    header_timeout: float = 10.0
+    """Seconds from a request's first byte (or the connection's opening) to the end of its headers."""
+    body_timeout: float = 30.0
+    """Seconds a request body (or a paused reply) may go without progress."""
+    request_timeout: float = 60.0
+    """Seconds from a request's first byte to its last, whatever the progress."""
+    idle_timeout: float = 120.0
+    """Seconds a keep-alive connection may wait for its next request. Longer than Go's 90 s
+    ``IdleConnTimeout``, so the schedulers close first and never send a POST into a closing socket."""
+    sweep_interval: float = 1.0
+    """Seconds between deadline checks."""
+    max_head: int = 64 * 1024
+    """Bytes of request line and headers at most (431 beyond); schedulers send a few hundred."""
+
+
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
-            413: b"Payload Too Large", 503: b"Service Unavailable"}  # fmt: skip
+            413: b"Payload Too Large", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
+            503: b"Service Unavailable"}  # fmt: skip
 _SMALL_REPLY = 64 * 1024
-_MAX_HEAD = 64 * 1024  # URL + headers; Volcano and kube-scheduler send a few hundred bytes
 
 
 def _head(status: int, content_type: str, length: int, keep_alive: bool) -> bytes:
     key = (status, content_type, length, keep_alive)
     head = _HEADS.get(key)
     if head is None:
-        head = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n" % (
+        head = b"HTTP/1.1 %d %s\r\n%sContent-Length: %d\r\n%s\r\n" % (
             status,
             _REASONS.get(status, b"Status"),
-            content_type.encode("latin-1"),
+            b"Content-Type: %s\r\n" % content_type.encode("latin-1") if content_type else b"",
             length,
             b"" if keep_alive else b"Connection: close\r\n",
         )
@@ -67,22 +124,31 @@ def _head(status: int, content_type: str, length: int, keep_alive: bool) -> byte
     return head
 
 
+def _head_of(response: Response, keep_alive: bool) -> bytes:
+    head = _head(response.status, response.content_type, len(response.body), keep_alive)
+    if not response.headers:
+        return head
+    extra = "".join(f"{name}: {value}\r\n" for name, value in response.headers).encode("latin-1")
+    return head[:-2] + extra + b"\r\n"
+
+
 _HEADS: dict[tuple[int, str, int, bool], bytes] = {}
 _METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH")}
-_PATHS: dict[bytes, str] = {}
-"""Raw request target -> path; schedulers call a handful of URLs (bounded like ``_HEADS``)."""
+_TARGETS: dict[bytes, tuple[str, str]] = {}
+"""Raw request target -> (path, query); schedulers call a handful of URLs (bounded like ``_HEADS``)."""
 
 
-def _path_of(url: bytes) -> str:
-    path = _PATHS.get(url)
-    if path is None:
+def _target_of(url: bytes) -> tuple[str, str]:
+    target = _TARGETS.get(url)
+    if target is None:
         try:
-            path = httptools.parse_url(url).path.decode("utf-8", "replace")
+            parsed = httptools.parse_url(url)
+            target = (parsed.path.decode("utf-8", "replace"), (parsed.query or b"").decode("utf-8", "replace"))
         except httptools.HttpParserInvalidURLError:
-            path = url.decode("latin-1")
-        if len(_PATHS) < 1024:
-            _PATHS[url] = path
-    return path
+            target = (url.decode("latin-1"), "")
+        if len(_TARGETS) < 1024:
+            _TARGETS[url] = target
+    return target
 
 
 _MAX_UNREAD_REPLIES = 4 * 1024 * 1024
@@ -210,7 +276,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def __init__(
         self,
-        app: ExtenderApp,
+        app: App,
         max_body: int,
         guard: Guard,
         read_buffer: ReadBuffer | None = None,
@@ -234,11 +300,17 @@ class _Connection(asyncio.BufferedProtocol):
         """When the server closes the connection unless it makes progress (:meth:`Guard._sweep`)."""
         self._request_deadline = 0.0
         self._paused = False
+        self._completed_in_read = False
+        """A request ended during the current read (its bytes are not all the next head's)."""
         self._reset()
 
     def _reset(self) -> None:
         self._url = b""
         self._head_bytes = 0
+        self._head_read = 0
+        self._head_too_large = False
+        self._accept = ""
+        self._accept_encoding = ""
         self._content_length = -1
         self._expect_continue = False
         self._buffer: bytearray | None = None
@@ -312,12 +384,30 @@ class _Connection(asyncio.BufferedProtocol):
     def data_received(self, data: bytes | memoryview) -> None:
         if self._parser is None:  # closed
             return
+        self._completed_in_read = False
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._reply_and_close(400, b"upgrades are not supported\n")
+            return
         except httptools.HttpParserError as exc:
-            self._reply_and_close(400, f"malformed HTTP request: {exc}\n".encode())
+            if self._head_too_large:
+                self._reply_and_close(431, b"request line and headers too large\n")
+            else:
+                self._reply_and_close(400, f"malformed HTTP request: {exc}\n".encode())
+            return
+        if not self.idle and not self._headers_done:
+            self._count_unfinished_head(len(data))
+
+    def _count_unfinished_head(self, size: int) -> None:
+        """Bound a head that has not ended yet (httptools holds an unfinished header line until it ends).
+
+        Reads are counted whole; one that also ended the previous request is not counted, so a head is
+        refused after ``max_head`` bytes, or at most one read later."""
+        if not self._completed_in_read:
+            self._head_read += size
+        if self._head_read > self._limits.max_head:
+            self._reply_and_close(431, b"request line and headers too large\n")
 
     def _unread_replies(self, transport: asyncio.Transport) -> int:
         queued = self._outbox.queued(transport) if self._outbox is not None else 0
@@ -349,8 +439,9 @@ class _Connection(asyncio.BufferedProtocol):
 
     def _count_head(self, size: int) -> None:
         self._head_bytes += size
-        if self._head_bytes > _MAX_HEAD:
-            raise ValueError("request line and headers over 64 KiB")  # httptools turns it into a parser error
+        if self._head_bytes > self._limits.max_head:
+            self._head_too_large = True
+            raise ValueError("request line and headers too large")  # httptools turns it into a parser error
 
     def on_url(self, url: bytes) -> None:
         self._count_head(len(url))
@@ -364,6 +455,10 @@ class _Connection(asyncio.BufferedProtocol):
                 self._content_length = int(value)
         elif size == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
             self._expect_continue = True
+        elif size == 6 and name.lower() == b"accept":
+            self._accept = value.decode("latin-1")
+        elif size == 15 and name.lower() == b"accept-encoding":
+            self._accept_encoding = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
@@ -423,16 +518,22 @@ class _Connection(asyncio.BufferedProtocol):
         self._chunks = []
         raw_method = parser.get_method()
         method = _METHODS.get(raw_method) or raw_method.decode("latin-1")
-        path = _path_of(self._url)
-        response: Response = self._app.handle(method, path, body, too_large=self._too_large)
+        path, query = _target_of(self._url)
+        request = Request(method, path, body, query, self._accept, self._accept_encoding, self._too_large)
         keep_alive = parser.should_keep_alive()
+        try:
+            response = self._app.handle(request)
+        except Exception as exc:  # the app's bug costs this request, not the server
+            log.exception("request handler failed", extra={"path": path})
+            response = Response(500, "text/plain; charset=utf-8", f"internal error: {type(exc).__name__}\n".encode())
+            keep_alive = False
         payload = b"" if method == "HEAD" else response.body
-        head = _head(response.status, response.content_type, len(response.body), keep_alive)
-        self._send(transport, head, payload, close=not keep_alive)
+        self._send(transport, _head_of(response, keep_alive), payload, close=not keep_alive)
         if self._trimmer is not None:
             self._trimmer.note(self._filled)
         self._filled = 0
         self._head_bytes = 0
+        self._completed_in_read = True
         self.idle = True
         if not self._paused:
             self.deadline = self._guard.clock() + self._limits.idle_timeout
@@ -469,7 +570,7 @@ def _drop_all(guard: Guard) -> None:
 
 
 async def create_server(
-    app: ExtenderApp,
+    app: App,
     host: str = "127.0.0.1",
     port: int = 0,
     *,
@@ -478,24 +579,30 @@ async def create_server(
     reuse_port: bool = False,
     trim_heap: Callable[[int], object] | None = None,
     trim_delay: float = 10.0,
+    sock: socket.socket | None = None,
+    on_guard: Callable[[Guard], object] | None = None,
 ) -> tuple[asyncio.AbstractServer, int, Guard]:
-    """Listen on ``host:port`` (0 = a free port); returns the server, the bound port and its :class:`Guard`.
+    """Listen on ``host:port`` (0 = a free port), or on ``sock`` when given (bound, listening);
+    returns the server, the bound port and its :class:`Guard`.
 
-    ``trim_heap``, when given, runs ``trim_delay`` seconds after a large request (see :class:`HeapTrimmer`).
+    ``trim_heap``, when given, runs ``trim_delay`` seconds after a large request (see :class:`HeapTrimmer`);
+    ``on_guard`` is handed the guard before the first connection (to export its counts).
     """
     loop = asyncio.get_running_loop()
     read_buffer = ReadBuffer()
     outbox = Outbox(loop)
     guard = Guard(loop, limits or Limits())
-    app.metrics.watch_connections(guard)
+    if on_guard is not None:
+        on_guard(guard)
     trimmer = HeapTrimmer(loop, trim_heap, delay=trim_delay) if trim_heap is not None else None
-    server = await loop.create_server(
-        lambda: _Connection(app, max_body, guard, read_buffer, outbox, trimmer=trimmer),
-        host,
-        port,
-        backlog=1024,
-        reuse_port=reuse_port or None,
-    )
+
+    def protocol() -> _Connection:
+        return _Connection(app, max_body, guard, read_buffer, outbox, trimmer=trimmer)
+
+    if sock is not None:
+        server = await loop.create_server(protocol, sock=sock, backlog=1024)
+    else:
+        server = await loop.create_server(protocol, host, port, backlog=1024, reuse_port=reuse_port or None)
     bound = server.sockets[0].getsockname()[1]
     return server, int(bound), guard
 
@@ -514,7 +621,7 @@ def new_event_loop(use_uvloop: bool = True) -> asyncio.AbstractEventLoop:
 
 
 def start_in_thread(
-    app: ExtenderApp,
+    app: App,
     host: str = "127.0.0.1",
     port: int = 0,
     *,
@@ -523,8 +630,11 @@ def start_in_thread(
     use_uvloop: bool = True,
     trim_heap: Callable[[int], object] | None = None,
     trim_delay: float = 10.0,
+    sock: socket.socket | None = None,
+    on_guard: Callable[[Guard], object] | None = None,
+    name: str = "http",
 ) -> RunningServer:
-    """Run the server in a daemon thread with its own loop (tests, embedding); returns once it listens."""
+    """Run the server in a daemon thread (``name``) with its own loop; returns once it listens."""
     loop = new_event_loop(use_uvloop)
     started = threading.Event()
     holder: dict[str, Any] = {}
@@ -534,7 +644,15 @@ def start_in_thread(
         try:
             holder["server"], holder["port"], holder["guard"] = loop.run_until_complete(
                 create_server(
-                    app, host, port, max_body=max_body, limits=limits, trim_heap=trim_heap, trim_delay=trim_delay
+                    app,
+                    host,
+                    port,
+                    max_body=max_body,
+                    limits=limits,
+                    trim_heap=trim_heap,
+                    trim_delay=trim_delay,
+                    sock=sock,
+                    on_guard=on_guard,
                 )
             )
         except BaseException as exc:
@@ -548,7 +666,7 @@ def start_in_thread(
             loop.run_until_complete(holder["server"].wait_closed())
             loop.close()
 
-    thread = threading.Thread(target=_run, name="extender-http", daemon=True)
+    thread = threading.Thread(target=_run, name=name, daemon=True)
     thread.start()
     started.wait()
     if "error" in holder:
@@ -557,7 +675,7 @@ def start_in_thread(
 
 
 def serve_forever(
-    app: ExtenderApp,
+    app: App,
     host: str,
     port: int,
     *,
@@ -567,6 +685,7 @@ def serve_forever(
     stop: asyncio.Event | None = None,
     use_uvloop: bool = True,
     trim_heap: Callable[[int], object] | None = None,
+    on_guard: Callable[[Guard], object] | None = None,
 ) -> None:
     """Run the server in this thread until SIGTERM/SIGINT."""
     import signal  # noqa: PLC0415
@@ -576,7 +695,7 @@ def serve_forever(
 
     async def _main() -> None:
         server, bound, guard = await create_server(
-            app, host, port, max_body=max_body, limits=limits, trim_heap=trim_heap
+            app, host, port, max_body=max_body, limits=limits, trim_heap=trim_heap, on_guard=on_guard
         )
         if on_listening is not None:
             on_listening(bound)
