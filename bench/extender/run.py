@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from mco_py.model import Level, NodeAssessment, Report  # noqa: E402
-from mco_py.obs.http import Request  # noqa: E402
+from mco_py.obs.http_app import Request  # noqa: E402
 from mco_py.store.file import FileReportStore  # noqa: E402
 from tests.extender import bodies  # noqa: E402
 

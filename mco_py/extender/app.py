@@ -31,7 +31,7 @@ from mco_py.errors import DecodeError
 from mco_py.extender import wire
 from mco_py.extender.metrics import ExtenderMetrics
 from mco_py.extender.source import LabelLookup, ReportSource
-from mco_py.obs.http import Request, Response
+from mco_py.obs.http_app import Request, Response
 from mco_py.obs.logging import truncate
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class ExtenderApp:
         return result
 
     def handle(self, request: Request) -> Response:
-        """Answer one request (:class:`mco_py.obs.http.App`)."""
+        """Answer one request (:class:`mco_py.obs.http_app.App`)."""
         started = time.perf_counter()
         clean, route, version = self.route_of(request.path)
         try:

@@ -39,7 +39,7 @@ import yaml
 from mco_py.analysis.policy import PolicySettings
 from mco_py.errors import ConfigError
 from mco_py.model import SIGNAL_NAMES
-from mco_py.obs.http import Limits
+from mco_py.obs.http_app import Limits
 
 DEFAULT_PATH = Path("/etc/mco/extender.yaml")
 DEFAULT_MAX_BODY = 128 * 1024 * 1024

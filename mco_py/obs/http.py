@@ -12,7 +12,7 @@ up to ``max_body`` (grown with the bytes received, never from the announced
 Handling is synchronous in the event loop: decoding is CPU-bound, so threads
 would not help (scale with processes).
 
-No peer can hold what it does not use (:class:`Limits`, :class:`Guard`): the
+No peer can hold what it does not use (:class:`Limits`, :class:`ConnectionGuard`): the
 request head, the body and idle keep-alive time each have a deadline, checked
 once a second; open connections are capped (at the cap the longest-idle one
 makes room, else the newcomer gets a 503 and is closed, counted); a peer that
@@ -36,70 +36,17 @@ import contextlib
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import httptools
 
+from mco_py.obs.http_app import App, Limits, Request, Response
+from mco_py.obs.http_guard import REFUSED_REPLY, ConnectionGuard
 from mco_py.obs.process import HeapTrimmer
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One complete request, as an :class:`App` sees it."""
-
-    method: str
-    path: str
-    """The target's path (no query)."""
-    body: bytes | bytearray = b""
-    query: str = ""
-    accept: str = ""
-    """The ``Accept`` header (the only request headers kept are the two an app negotiates on)."""
-    accept_encoding: str = ""
-    """The ``Accept-Encoding`` header."""
-    too_large: bool = False
-    """The body exceeded ``max_body`` and was dropped (``body`` is empty)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    status: int
-    content_type: str
-    """Empty: no ``Content-Type`` header."""
-    body: bytes
-    headers: tuple[tuple[str, str], ...] = ()
-    """More header lines (``Content-Encoding``, ``Allow``)."""
-
-
-class App(Protocol):
-    """What the server serves: one reply per request, synchronously, in the event loop's thread."""
-
-    def handle(self, request: Request) -> Response: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Connection discipline of a server (the extender's ``maxConnections``, ``*TimeoutSeconds``)."""
-
-    max_connections: int = 512
-    """Open connections at most. Volcano opens up to 16, kube-scheduler a few per extender."""
-    header_timeout: float = 10.0
-    """Seconds from a request's first byte (or the connection's opening) to the end of its headers."""
-    body_timeout: float = 30.0
-    """Seconds a request body (or a paused reply) may go without progress."""
-    request_timeout: float = 60.0
-    """Seconds from a request's first byte to its last, whatever the progress."""
-    idle_timeout: float = 120.0
-    """Seconds a keep-alive connection may wait for its next request. Longer than Go's 90 s
-    ``IdleConnTimeout``, so the schedulers close first and never send a POST into a closing socket."""
-    sweep_interval: float = 1.0
-    """Seconds between deadline checks."""
-    max_head: int = 64 * 1024
-    """Bytes of request line and headers at most (431 beyond); schedulers send a few hundred."""
 
 
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
@@ -166,65 +113,6 @@ class ReadBuffer:
         self.view = memoryview(bytearray(size))
 
 
-class Guard:
-    """Deadlines and the connection cap of one server (its loop's thread), and their counters.
-
-    A connection is *idle* (just accepted, or between keep-alive requests: may be closed to make
-    room), *busy* (a request is arriving) or *paused* (its peer does not read the replies).
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, limits: Limits, clock: Callable[[], float] = time.monotonic):
-        self.limits = limits
-        self.clock = clock
-        self.open: dict[_Connection, None] = {}
-        """Open connections, oldest first."""
-        self.refused = 0
-        self.closed: dict[str, int] = {}
-        """Connections closed by the server, by reason (``header-timeout``, ``body-timeout``,
-        ``request-timeout``, ``idle-timeout``, ``evicted``, ``unread-replies``)."""
-        self._loop = loop
-        self._sweeper: asyncio.TimerHandle | None = None
-
-    def admit(self, conn: _Connection) -> bool:
-        """Register a new connection; False (counted) when the cap is reached and nobody is idle."""
-        if len(self.open) >= self.limits.max_connections:
-            idle = next((c for c in self.open if c.idle), None)
-            if idle is None:
-                self.refused += 1
-                return False
-            self.drop(idle, "evicted")
-        self.open[conn] = None
-        if self._sweeper is None:
-            self._sweeper = self._loop.call_later(self.limits.sweep_interval, self._sweep)
-        return True
-
-    def forget(self, conn: _Connection) -> None:
-        self.open.pop(conn, None)
-
-    def drop(self, conn: _Connection, reason: str) -> None:
-        self.closed[reason] = self.closed.get(reason, 0) + 1
-        self.forget(conn)
-        conn.abort()
-
-    def _sweep(self) -> None:
-        now = self.clock()
-        for conn in [c for c in self.open if c.deadline < now]:
-            self.drop(conn, conn.overdue_reason())
-        self._sweeper = self._loop.call_later(self.limits.sweep_interval, self._sweep) if self.open else None
-
-    def close(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
-
-
-_REFUSED_TEXT = b"too many connections; try again later\n"
-_REFUSED = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-    b"Content-Length: %d\r\n\r\n%s" % (len(_REFUSED_TEXT), _REFUSED_TEXT)
-)
-
-
 class Outbox:
     """Replies of one event-loop pass, written when the pass is over (one server, its loop's thread).
 
@@ -278,7 +166,7 @@ class _Connection(asyncio.BufferedProtocol):
         self,
         app: App,
         max_body: int,
-        guard: Guard,
+        guard: ConnectionGuard,
         read_buffer: ReadBuffer | None = None,
         outbox: Outbox | None = None,
         *,
@@ -297,7 +185,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.idle = True
         """No request in progress: the connection may be closed to make room for a new one."""
         self.deadline = guard.clock() + self._limits.header_timeout
-        """When the server closes the connection unless it makes progress (:meth:`Guard._sweep`)."""
+        """When the server closes the connection unless it makes progress (:meth:`ConnectionGuard._sweep`)."""
         self._request_deadline = 0.0
         self._paused = False
         self._completed_in_read = False
@@ -320,7 +208,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._headers_done = False
 
     def overdue_reason(self) -> str:
-        """Why the deadline passed (the counter label of :attr:`Guard.closed`)."""
+        """Why the deadline passed (the counter label of :attr:`ConnectionGuard.closed`)."""
         if self._paused:
             return "body-timeout"
         if self.idle:
@@ -340,7 +228,7 @@ class _Connection(asyncio.BufferedProtocol):
         if not self._guard.admit(self):
             self._transport = None
             with contextlib.suppress(Exception):
-                transport.write(_REFUSED)  # type: ignore[attr-defined]
+                transport.write(REFUSED_REPLY)  # type: ignore[attr-defined]
             transport.close()
             self._parser = None
             return
@@ -547,7 +435,7 @@ class RunningServer:
     loop: asyncio.AbstractEventLoop
     thread: threading.Thread
     server: asyncio.AbstractServer
-    guard: Guard
+    guard: ConnectionGuard
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop listening, drop open connections (keep-alive clients included) and end the loop thread."""
@@ -556,17 +444,11 @@ class RunningServer:
             self.server.close()
             # Server.close() leaves accepted connections open; closing the loop with them
             # open leaks their sockets (uvloop raises ResourceWarning in this thread).
-            _drop_all(self.guard)
+            self.guard.drop_all()
             self.loop.stop()
 
         self.loop.call_soon_threadsafe(_close)
         self.thread.join(timeout)
-
-
-def _drop_all(guard: Guard) -> None:
-    guard.close()
-    for conn in list(guard.open):
-        conn.abort()
 
 
 async def create_server(
@@ -580,10 +462,10 @@ async def create_server(
     trim_heap: Callable[[int], object] | None = None,
     trim_delay: float = 10.0,
     sock: socket.socket | None = None,
-    on_guard: Callable[[Guard], object] | None = None,
-) -> tuple[asyncio.AbstractServer, int, Guard]:
+    on_guard: Callable[[ConnectionGuard], object] | None = None,
+) -> tuple[asyncio.AbstractServer, int, ConnectionGuard]:
     """Listen on ``host:port`` (0 = a free port), or on ``sock`` when given (bound, listening);
-    returns the server, the bound port and its :class:`Guard`.
+    returns the server, the bound port and its :class:`ConnectionGuard`.
 
     ``trim_heap``, when given, runs ``trim_delay`` seconds after a large request (see :class:`HeapTrimmer`);
     ``on_guard`` is handed the guard before the first connection (to export its counts).
@@ -591,7 +473,7 @@ async def create_server(
     loop = asyncio.get_running_loop()
     read_buffer = ReadBuffer()
     outbox = Outbox(loop)
-    guard = Guard(loop, limits or Limits())
+    guard = ConnectionGuard(loop, limits or Limits())
     if on_guard is not None:
         on_guard(guard)
     trimmer = HeapTrimmer(loop, trim_heap, delay=trim_delay) if trim_heap is not None else None
@@ -631,7 +513,7 @@ def start_in_thread(
     trim_heap: Callable[[int], object] | None = None,
     trim_delay: float = 10.0,
     sock: socket.socket | None = None,
-    on_guard: Callable[[Guard], object] | None = None,
+    on_guard: Callable[[ConnectionGuard], object] | None = None,
     name: str = "http",
 ) -> RunningServer:
     """Run the server in a daemon thread (``name``) with its own loop; returns once it listens."""
@@ -685,7 +567,7 @@ def serve_forever(
     stop: asyncio.Event | None = None,
     use_uvloop: bool = True,
     trim_heap: Callable[[int], object] | None = None,
-    on_guard: Callable[[Guard], object] | None = None,
+    on_guard: Callable[[ConnectionGuard], object] | None = None,
 ) -> None:
     """Run the server in this thread until SIGTERM/SIGINT."""
     import signal  # noqa: PLC0415
@@ -706,7 +588,7 @@ def serve_forever(
         async with server:
             await done.wait()
             server.close()  # no new connections, then drop the open (keep-alive) ones before the loop goes
-            _drop_all(guard)
+            guard.drop_all()
 
     try:
         loop.run_until_complete(_main())

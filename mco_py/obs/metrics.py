@@ -19,7 +19,8 @@ from urllib.parse import parse_qs
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from mco_py.obs.http import Limits, Request, Response, RunningServer, start_in_thread
+from mco_py.obs.http import RunningServer, start_in_thread
+from mco_py.obs.http_app import Limits, Request, Response
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ _ALLOW = ("Allow", "OPTIONS,GET,HEAD")
 
 
 class MetricsApp:
-    """Answers scrapes of ``registry`` (:class:`mco_py.obs.http.App`)."""
+    """Answers scrapes of ``registry`` (:class:`mco_py.obs.http_app.App`)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry

@@ -23,7 +23,7 @@ from mco_py.errors import DecodeError
 from mco_py.extender import wire
 from mco_py.extender.app import ExtenderApp
 from mco_py.extender.source import FileReportSource, NoLabels
-from mco_py.obs.http import Request
+from mco_py.obs.http_app import Request
 
 from . import bodies
 from .conftest import Clock, ReportFile
