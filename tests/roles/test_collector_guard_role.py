@@ -29,13 +29,14 @@ COMMON_SETUP = {
 
 
 def render(template: str, dest: Path, variables: dict[str, object]) -> str:
-    """The role's template rendered by Ansible with its defaults and vars, mco_common's paths and ``variables``."""
+    """The role's template rendered by Ansible with its defaults and vars, what the mco role and mco_common
+    give it (the switch, the paths) and ``variables``."""
     defaults = yaml.safe_load((REPO / "roles/mco_collector/defaults/main.yml").read_text())
     internal = yaml.safe_load((REPO / "roles/mco_collector/vars/main.yml").read_text())
     extra = dest.with_suffix(".vars.json")
     extra.write_text(
         json.dumps({**defaults, **internal, "ansible_facts": {"nodename": "node-1"}, "__mco_collector_caps": [],
-                    "mco_common_setup": COMMON_SETUP, **variables})
+                    "mco_collector_enabled": True, "mco_common_setup": COMMON_SETUP, **variables})
     )  # fmt: skip
     proc = run(
         [str(BIN / "ansible"), "localhost", "-c", "local", "-e", f"@{extra}", "-m", "ansible.builtin.template",
