@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import msgspec
+
 from mco_py.errors import ReportError
 
 #: Report signal keys (camelCase, as in the CRD), in display order. ``psi*Avg10`` are the kernel's
@@ -161,9 +163,10 @@ NO_DIMENSIONS: Mapping[str, DimensionScore] = {}
 """The dimensions of a calm node (every dimension scored 0): shared by every such assessment, never mutated."""
 
 
-@dataclass(frozen=True, slots=True)
-class NodeAssessment:
-    """The analyzer's judgement of one node, as it appears in the report."""
+class NodeAssessment(msgspec.Struct, frozen=True):
+    """The analyzer's judgement of one node, as it appears in the report. A msgspec Struct: the
+    scorer builds one per node and sample, and its constructor is much cheaper than a frozen
+    dataclass's."""
 
     name: str
     """Node name."""
@@ -171,7 +174,7 @@ class NodeAssessment:
     """Interference level (Unknown when the data is stale)."""
     score: float
     """0-100, higher means more interference."""
-    signals: Mapping[str, float] = field(default_factory=dict)
+    signals: Mapping[str, float] = msgspec.field(default_factory=dict)
     """Smoothed signal values the score used, as the report shows them: finite, rounded to 4 decimals
     (:func:`round_to` with ``1e4``; the scorer rounds them); absent signals are left out."""
     last_sample_time: float | None = None
@@ -181,7 +184,7 @@ class NodeAssessment:
     sequence equal to one)."""
     dominant: str = ""
     """The dimension with the highest score now; empty when every dimension scores 0."""
-    dimensions: Mapping[str, DimensionScore] = field(default_factory=dict)
+    dimensions: Mapping[str, DimensionScore] = msgspec.field(default_factory=dict)
     """Dimensions scoring above 0 now (a dimension left out scores 0), in the rules' order."""
 
 

@@ -162,11 +162,18 @@ def main() -> int:
         name="memprobe",
     ).start()
     from mco_py.cli import main as cli_main
-    from mco_py.extender import main as extender_main
 
-    original = getattr(extender_main, "glibc_malloc_trim", None)  # older servers have none
+    try:
+        from mco_py.obs import process as owner  # where the trim is looked up
+
+        name = "malloc_trim"
+    except ImportError:  # older servers: the extender's main (or none at all)
+        from mco_py.extender import main as owner
+
+        name = "glibc_malloc_trim"
+    original = getattr(owner, name, None)
     if original is not None:
-        extender_main.glibc_malloc_trim = lambda: timed(original())
+        setattr(owner, name, lambda: timed(original()))
     return cli_main(sys.argv[2:])
 
 

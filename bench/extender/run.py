@@ -1,14 +1,13 @@
 """Benchmark of ``mco extender`` with realistic Volcano bodies (prints figures; not part of ``make test``).
 
-Server pinned to CPU 0 (taskset), wrk and this script to CPU 1. For each
-decoder (msgspec, then stdlib for the ratio):
+Server pinned to CPU 0 (taskset), wrk and this script to CPU 1. Each round:
 
 - predicate throughput with wrk, 16 connections, after a 2 s warm-up: a small node (~64 KiB body) and
   a node running 110 pods (~730 KiB, full Pods in ``Tasks``);
 - single prioritize requests for 100 and 1,000 nodes (~7.5 MB and ~74 MB);
 - server RSS (VmRSS and peak VmHWM).
 
-Then an optional soak (msgspec only): mixed load for ``--soak`` seconds, RSS
+Then an optional soak: mixed load for ``--soak`` seconds, RSS
 sampled every 2 s; the verdict after ``--soak-warmup`` seconds is printed as
 per-minute medians, the least-squares slope (MB/min) and the drift (median of
 the last minute - of the first), plus RSS 15 s after the load stopped.
@@ -38,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from mco_py.model import Level, NodeAssessment, Report  # noqa: E402
+from mco_py.obs.http_app import Request  # noqa: E402
 from mco_py.store.file import FileReportStore  # noqa: E402
 from tests.extender import bodies  # noqa: E402
 
@@ -69,7 +69,7 @@ def write_report(path: Path) -> None:
     FileReportStore(path).write(Report(time.time(), "bench", "1", tuple(nodes)))
 
 
-def start_server(config: Path, decoder: str, probe: Path | None = None) -> tuple[subprocess.Popen[str], int]:
+def start_server(config: Path, probe: Path | None = None) -> tuple[subprocess.Popen[str], int]:
     # With ``probe``, bench/extender/memprobe.py runs the same CLI with a memory sampler thread.
     launcher = [str(Path(__file__).with_name("memprobe.py")), str(probe)] if probe else ["-m", "mco_py.cli"]
     cmd = [
@@ -83,8 +83,6 @@ def start_server(config: Path, decoder: str, probe: Path | None = None) -> tuple
         str(config),
         "--listen",
         "127.0.0.1:0",
-        "--decoder",
-        decoder,
         "--log-level",
         "warning",
     ]
@@ -209,8 +207,8 @@ def single(port: int, body: bytes, path: str, repeat: int) -> float:
     return statistics.median(times)
 
 
-def one_round(config: Path, files: dict[str, Path], decoder: str, duration: int) -> dict[str, float]:
-    proc, port = start_server(config, decoder)
+def one_round(config: Path, files: dict[str, Path], duration: int) -> dict[str, float]:
+    proc, port = start_server(config)
     res: dict[str, float] = {}
     try:
         pred = "/volcano/v1.9/predicate"
@@ -227,7 +225,7 @@ def one_round(config: Path, files: dict[str, Path], decoder: str, duration: int)
         res["prio100_ms"] = single(port, files["prioritize-100"].read_bytes(), "/volcano/prioritize", 7)
         if "prioritize-1000" in files:
             big = files["prioritize-1000"].read_bytes()
-            res["prio1000_ms"] = single(port, big, "/volcano/prioritize", 3 if decoder == "msgspec" else 1)
+            res["prio1000_ms"] = single(port, big, "/volcano/prioritize", 3)
             del big
         res["rss_mb"], res["hwm_mb"] = rss_mb(proc.pid)
     finally:
@@ -236,14 +234,14 @@ def one_round(config: Path, files: dict[str, Path], decoder: str, duration: int)
     return res
 
 
-def inprocess(report: Path, files: dict[str, Path], decoders: list[str]) -> None:
+def inprocess(report: Path, files: dict[str, Path]) -> None:
     """CPU cost of decode + policy + reply per request, no HTTP (less sensitive to a shared machine)."""
     from prometheus_client import CollectorRegistry
 
     from mco_py.analysis.policy import PolicySettings
     from mco_py.extender.app import ExtenderApp
     from mco_py.extender.source import FileReportSource, NoLabels
-    from mco_py.extender.wire import make_decoder
+    from mco_py.extender.wire import MsgspecDecoder
 
     os.sched_setaffinity(0, {0})
     print("\nin-process handle() cost per request (median ms, pinned to CPU 0, no HTTP):")
@@ -253,31 +251,30 @@ def inprocess(report: Path, files: dict[str, Path], decoders: list[str]) -> None
         "prioritize-100": ("/volcano/prioritize", 7),
         "prioritize-1000": ("/volcano/prioritize", 3),
     }
-    for decoder in decoders:
-        app = ExtenderApp(
-            policy=PolicySettings(ttl_seconds=86400),
-            source=FileReportSource(report, recheck_seconds=0.05),
-            labels=NoLabels(),
-            decoder=make_decoder(decoder),
-            registry=CollectorRegistry(),
-        )
-        for name, (path, repeat) in plan.items():
-            if name not in files:
-                continue
-            body = files[name].read_bytes()
-            times = []
-            for _ in range(repeat if decoder == "msgspec" else max(1, repeat // 5)):
-                start = time.perf_counter()
-                resp = app.handle("POST", path, body)
-                times.append((time.perf_counter() - start) * 1000)
-                assert resp.status == 200
-            print(f"  {decoder:8s} {name:16s} {statistics.median(times):9.3f} ms")
-            del body
+    app = ExtenderApp(
+        policy=PolicySettings(ttl_seconds=86400),
+        source=FileReportSource(report, recheck_seconds=0.05),
+        labels=NoLabels(),
+        decoder=MsgspecDecoder(),
+        registry=CollectorRegistry(),
+    )
+    for name, (path, repeat) in plan.items():
+        if name not in files:
+            continue
+        body = files[name].read_bytes()
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            resp = app.handle(Request("POST", path, body))
+            times.append((time.perf_counter() - start) * 1000)
+            assert resp.status == 200
+        print(f"  {name:16s} {statistics.median(times):9.3f} ms")
+        del body
     os.sched_setaffinity(0, {1})
 
 
 def soak(config: Path, files: dict[str, Path], seconds: int, warmup: float, probe: Path | None) -> None:
-    proc, port = start_server(config, "msgspec", probe)
+    proc, port = start_server(config, probe)
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
     start = time.monotonic()
@@ -352,7 +349,6 @@ def main() -> int:
         "--probe", type=Path, default=None, help="soak server writes memory figures here (JSON lines, memprobe.py)"
     )
     parser.add_argument("--no-1000", action="store_true", help="skip the 74 MB prioritize")
-    parser.add_argument("--decoders", default="msgspec,stdlib")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (apt-get install wrk)")
@@ -365,15 +361,14 @@ def main() -> int:
         write_report(report)
         config = workdir / "extender.yaml"
         config.write_text(f"reportFile: {report}\ncrStatusTTLSeconds: 86400\n")
-        results: dict[str, list[dict[str, float]]] = {d: [] for d in args.decoders.split(",")}
+        rows: list[dict[str, float]] = []
         for r in range(0 if args.soak_only else args.rounds):
-            for decoder, rows in results.items():
-                res = one_round(config, files, decoder, args.duration)
-                rows.append(res)
-                print(f"round {r + 1} {decoder}: " + ", ".join(f"{k}={v:.1f}" for k, v in res.items()), flush=True)
+            res = one_round(config, files, args.duration)
+            rows.append(res)
+            print(f"round {r + 1}: " + ", ".join(f"{k}={v:.1f}" for k, v in res.items()), flush=True)
         if not args.soak_only:
-            summary(results)
-            inprocess(report, files, list(results))
+            summary(rows)
+            inprocess(report, files)
         if args.soak:
             soak(config, files, args.soak, args.soak_warmup, args.probe)
     finally:
@@ -381,23 +376,11 @@ def main() -> int:
     return 0
 
 
-def summary(results: dict[str, list[dict[str, float]]]) -> None:
+def summary(rows: list[dict[str, float]]) -> None:
     print("\nsummary (min-max over rounds):")
-    for decoder, rows in results.items():
-        for key in rows[0]:
-            values = [row[key] for row in rows if key in row]
-            print(f"  {decoder:8s} {key:12s} {min(values):10.1f} - {max(values):10.1f}")
-    if "msgspec" in results and "stdlib" in results:
-        for key in ("p64_rps", "p730_rps"):
-            ratios = [a[key] / b[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
-            print(f"  ratio msgspec/stdlib {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
-        for key in ("p64_cpu_us", "p730_cpu_us"):
-            ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
-            print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
-        for key in ("prio100_ms", "prio1000_ms"):
-            if key in results["msgspec"][0]:
-                ratios = [b[key] / a[key] for a, b in zip(results["msgspec"], results["stdlib"], strict=True)]
-                print(f"  ratio stdlib/msgspec {key}: {min(ratios):.1f}x - {max(ratios):.1f}x")
+    for key in rows[0]:
+        values = [row[key] for row in rows if key in row]
+        print(f"  {key:12s} {min(values):10.1f} - {max(values):10.1f}")
     print(f"load average after the HTTP rounds: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
 

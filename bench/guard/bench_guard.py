@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from mco_py.collector.cgroups import detect_layout  # noqa: E402
+from mco_py.collector.guard.files import detect_layout  # noqa: E402
 
 NAME = "mco-bench-guard"
 #: On the disk under test (not a tmpfs): redis's append-only file and stress-ng's files.

@@ -28,7 +28,7 @@ import yaml
 from mco_py.analysis.guard import GuardRules
 from mco_py.analysis.workloads import QOS_CLASSES, WorkloadPolicy
 from mco_py.errors import ConfigError, RulesError
-from mco_py.model import DEFAULT_DIMENSIONS, SIGNAL_NAMES
+from mco_py.model import DEFAULT_DIMENSIONS, SIGNAL_NAMES, Level
 
 #: The rules format this version writes.
 RULES_FORMAT = 2
@@ -76,6 +76,10 @@ class Dimension:
     """Rules by signal key, in document order."""
 
 
+#: Ordered levels; the index is a level's rank (what hysteresis compares).
+RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
+
+
 @dataclass(frozen=True, slots=True)
 class LevelCutoffs:
     """Score cut-offs: None < low <= Low < medium <= Medium < high <= High."""
@@ -83,6 +87,23 @@ class LevelCutoffs:
     low: float = 25.0
     medium: float = 50.0
     high: float = 75.0
+
+    def rank(self, score: float) -> int:
+        """The raw level of ``score`` as its index in :data:`RANKED_LEVELS`."""
+        if score >= self.high:
+            return 3
+        if score >= self.medium:
+            return 2
+        if score >= self.low:
+            return 1
+        return 0
+
+    def held(self, score: float, rank: int) -> float:
+        """The score a node held at level ``rank`` is reported with: its raw ``score``, never below the
+        level's cut-off (a held level and the score schedulers read never disagree)."""
+        if rank <= 0:
+            return score
+        return max(score, self.high if rank >= 3 else self.medium if rank == 2 else self.low)
 
 
 _RAISE_AFTER = 8

@@ -23,9 +23,9 @@ How a node is judged (the numbers come from :class:`~mco_py.analysis.rules.Detec
    A node starts at None (also after being stale). A sample with no signal that can be
    scored counts as None for the hysteresis.
    The score a node is reported with never reads below the cut-off of the level it holds
-   (:func:`held_score`): a node held at High while its raw score falls reports ``levels.high``
-   until the level falls, so schedulers, which score by it, keep away from it as long as its
-   level says it is hot. The reasons give the raw score.
+   (:meth:`~mco_py.analysis.rules.LevelCutoffs.held`): a node held at High while its raw score
+   falls reports ``levels.high`` until the level falls, so schedulers, which score by it,
+   keep away from it as long as its level says it is hot. The reasons give the raw score.
 6. A node with no sample for ``staleAfterSeconds`` (analyzer clock) is Unknown; after
    ``forgetAfterSeconds`` it leaves the report. A node whose newest sample has no signal
    that can be scored is Unknown too.
@@ -37,54 +37,25 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import overload
+from typing import NamedTuple
 
-from mco_py.analysis.rules import DetectionRules, LevelCutoffs, SignalRule
+from mco_py.analysis.reasons import LazyReasons, NodeFacts, reasons_of, rule_texts
+from mco_py.analysis.rules import RANKED_LEVELS, DetectionRules, LevelCutoffs
 from mco_py.model import (
     NO_DIMENSIONS,
-    ROUNDER,
     SIGNAL_NAMES,
     DimensionScore,
     Level,
     NodeAssessment,
     Report,
     Sample,
-    format_time,
     round_to,
 )
 
-#: Ordered levels; the index is the rank used by hysteresis.
-RANKED_LEVELS: tuple[Level, ...] = (Level.NONE, Level.LOW, Level.MEDIUM, Level.HIGH)
-
-_RANK_TEXT = tuple(level.value for level in RANKED_LEVELS)
-
 KNOWN_SIGNALS = frozenset(SIGNAL_NAMES)
-
-MAX_REASONS = 32
-MAX_REASON_CHARS = 512
-
-
-def _rank(score: float, cutoffs: LevelCutoffs) -> int:
-    """The raw level of a score as its index in :data:`RANKED_LEVELS`."""
-    if score >= cutoffs.high:
-        return 3
-    if score >= cutoffs.medium:
-        return 2
-    if score >= cutoffs.low:
-        return 1
-    return 0
-
-
-def held_score(score: float, rank: int, cutoffs: LevelCutoffs) -> float:
-    """The score a node at level ``rank`` (held by hysteresis) is reported with: its raw ``score``,
-    never below the level's cut-off (a held level and the score schedulers read never disagree)."""
-    if rank <= 0:
-        return score
-    floor = cutoffs.high if rank >= 3 else cutoffs.medium if rank == 2 else cutoffs.low
-    return max(score, floor)
 
 
 def combine_dimensions(scores: Sequence[float], cutoffs: LevelCutoffs, *, compound: bool) -> float:
@@ -122,60 +93,21 @@ def _capped_sub_score(value: float, warn: float, critical: float, span: float, c
     return min(cap, 100.0 if value >= critical else 100.0 * (value - warn) / span)
 
 
-_PERCENTS = tuple(str(i) for i in range(101))
+class _Spec(NamedTuple):
+    """A known signal's rule as the hot loop reads it (a tuple: it unpacks in one step)."""
 
-
-def _whole(x: float) -> str:
-    """``f"{x:.0f}"``, from a table for 0 <= x <= 100 (sub-scores, dimension scores): both round half to even.
-    A negative zero, which the table also takes, prints as ``0``."""
-    return _PERCENTS[int(x + ROUNDER - ROUNDER)] if 0.0 <= x <= 100.0 else f"{x:.0f}"
-
-
-class _RuleTexts:
-    """The parts of a reason that depend only on the rule (formatted once per rules version)."""
-
-    __slots__ = ("between_line", "cap", "critical_tail", "critical_value", "span", "tail", "warn")
-
-    def __init__(self, rule: SignalRule, dimension: str) -> None:
-        # a reason line: f"{name}={value:.4g}{critical_tail}" or f"{name}={value:.4g}{between_line}{sub}{tail}"
-        capped = f", capped at {rule.max_score:g}" if rule.max_score < 100 else ""
-        self.tail = f"{capped})"
-        self.between_line = f" > warn {rule.warn:g}, < critical {rule.critical:g} ({dimension} sub-score "
-        self.critical_tail = f" ≥ critical {rule.critical:g} ({dimension} sub-score 100{self.tail}"
-        self.warn = rule.warn
-        self.critical_value = rule.critical
-        self.span = rule.critical - rule.warn
-        self.cap = rule.max_score
-
-
-def _rule_texts(rules: DetectionRules) -> dict[str, _RuleTexts]:
-    """Texts of every rule that scores (positive ``maxScore``), by signal name."""
-    return {
-        name: _RuleTexts(rule, rules.dimension_of[name]) for name, rule in rules.signals.items() if rule.max_score > 0
-    }
-
-
-def _hot_reasons(values: Iterable[tuple[str, float]], texts: Mapping[str, _RuleTexts]) -> list[str]:
-    """One line per scored signal above warn among ``values`` (name, value pairs), the highest sub-score
-    first (ties in the order of ``values``), e.g. ``psiCpuSomeRate=78.5 ≥ critical 50 (cpu sub-score 100)``."""
-    hot: list[tuple[float, str]] = []
-    for name, value in values:
-        text = texts.get(name)
-        if text is None or value <= text.warn:
-            continue
-        if value >= text.critical_value:
-            hot.append((min(100.0, text.cap), f"{name}={value:.4g}{text.critical_tail}"))
-        else:
-            sub = 100.0 * (value - text.warn) / text.span
-            hot.append((min(sub, text.cap), f"{name}={value:.4g}{text.between_line}{_whole(sub)}{text.tail}"))
-    if len(hot) > 1:
-        hot.sort(key=itemgetter(0), reverse=True)  # stable: ties keep the order of ``values``
-    return [line for _, line in hot]
-
-
-_Spec = tuple[int, float, float, float, float, int, float, int]
-"""A known signal's rule as the hot loop reads it: minEvents, warn, critical, critical - warn, maxScore
-(0: unscored), dimension index (-1: none), EWMA alpha (0: moving window), window size."""
+    min_events: int
+    warn: float
+    critical: float
+    span: float
+    """critical - warn"""
+    cap: float
+    """maxScore; 0: unscored"""
+    dimension: int
+    """The dimension's index; -1: none"""
+    alpha: float
+    """EWMA alpha; 0: a moving window"""
+    window: int
 
 
 def _signal_specs(rules: DetectionRules) -> dict[str, _Spec]:
@@ -187,18 +119,14 @@ def _signal_specs(rules: DetectionRules) -> dict[str, _Spec]:
         alpha = smoothing.alpha if smoothing.method == "ewma" else 0.0
         rule = rules.signals.get(name)
         if rule is None:
-            out[name] = (0, 0.0, 0.0, 0.0, 0.0, -1, alpha, smoothing.window)
+            out[name] = _Spec(0, 0.0, 0.0, 0.0, 0.0, -1, alpha, smoothing.window)
         else:
-            span = rule.critical - rule.warn
             dim = index[rules.dimension_of[name]]
-            out[name] = (rule.min_events, rule.warn, rule.critical, span, rule.max_score, dim, alpha, smoothing.window)
+            span = rule.critical - rule.warn
+            out[name] = _Spec(
+                rule.min_events, rule.warn, rule.critical, span, rule.max_score, dim, alpha, smoothing.window
+            )
     return out
-
-
-def _unjudged(name: str, events: int, rules: DetectionRules) -> str:
-    rule = rules.signals.get(name)
-    need = rule.min_events if rule else 0
-    return f"{name} not judged: {events} events < minEvents {need}"
 
 
 def _window_mean(node: _Node, name: str, value: float, size: int) -> float:
@@ -208,160 +136,6 @@ def _window_mean(node: _Node, name: str, value: float, size: int) -> float:
         window = node.windows[name] = deque(maxlen=size)
     window.append(value)
     return sum(window) / len(window)
-
-
-_Why = tuple[
-    DetectionRules,
-    Mapping[str, "_RuleTexts"],
-    bool,  # scorable
-    int,  # rank
-    float,  # score
-    Mapping[str, float],  # smoothed values, as shown (4 decimals)
-    Sequence[tuple[str, float]],  # the scored values above warn, unrounded
-    Sequence[tuple[str, int]],  # unjudged: name, events
-    Sequence[tuple[str, str]],  # absent: name, reason
-    float,  # changed_at
-    str,  # changed_how
-    Mapping[str, DimensionScore],  # dimensions above 0, worst first
-]
-"""A node's state as its reasons read it (:meth:`Scorer._why`): the rules and texts in force, then the node's fields."""
-
-
-def _dimensions_text(dimensions: Mapping[str, DimensionScore]) -> str:
-    """``cpu High 100, io Low 31`` (worst first)."""
-    ranked = sorted(dimensions.items(), key=_score_of, reverse=True)
-    return ", ".join([f"{name} {d.level._value_} {_whole(d.score)}" for name, d in ranked])
-
-
-def _score_of(item: tuple[str, DimensionScore]) -> float:
-    return item[1].score
-
-
-_CLASS_PAIRS = tuple(
-    (resource, f"psiOnline{resource.capitalize()}SomeRate", f"psiOffline{resource.capitalize()}SomeRate")
-    for resource in ("cpu", "io", "memory")
-)
-
-
-def _who_line(values: Mapping[str, float]) -> str:
-    """Who suffers and who causes it, from the workload classes' stall shares (collectors with
-    classes), e.g. ``stalled, online / offline: cpu 34 / 61 %, io 0 / 12 %``; empty without them.
-    ``values`` as the report shows them (4 decimals): the whole percents agree with the signals shown."""
-    parts = []
-    for resource, online, offline in _CLASS_PAIRS:
-        on, off = values.get(online), values.get(offline)
-        if on is None and off is None:
-            continue
-        parts.append(f"{resource} {'-' if on is None else f'{on:.0f}'} / {'-' if off is None else f'{off:.0f}'} %")
-    return f"stalled, online / offline: {', '.join(parts)}" if parts else ""
-
-
-def _reasons_of(why: _Why, *, headline: bool = False) -> tuple[str, ...]:
-    """Why the node is where it is. None nodes list only signals above warn (keeps the report small)."""
-    rules, texts, scorable, rank, score, values, hot, unjudged, absent, changed_at, changed_how, dimensions = why
-    if scorable and rank == 0 and score <= 0 and not unjudged and not headline:
-        return ()  # the common calm node: nothing above warn, nothing to say
-    out: list[str] = []
-    if not scorable:
-        out.append("no signal with a rule could be scored in the newest sample")
-        out.extend(_unjudged(name, count, rules) for name, count in unjudged)
-        out.extend(f"{name} absent: {reason or 'no reason given'}" for name, reason in absent)
-    else:
-        if rank > 0 or headline:
-            raw = _rank(score, rules.levels)
-            line = (
-                f"level {_RANK_TEXT[rank]} since {format_time(changed_at)} "
-                f"({changed_how}); score {score:.1f} now (raw level {_RANK_TEXT[raw]})"
-            )
-            if raw < rank:
-                line += f", reported as {held_score(score, rank, rules.levels):g} while the level holds"
-            if dimensions:
-                line += f"; dimensions now: {_dimensions_text(dimensions)}"
-            out.append(line)
-            who = _who_line(values)
-            if who:
-                out.append(who)
-        out += _hot_reasons(hot, texts)
-        if unjudged:
-            out.extend(_unjudged(name, count, rules) for name, count in unjudged)
-    if len(out) > MAX_REASONS:
-        del out[MAX_REASONS:]
-    if max(map(len, out), default=0) <= MAX_REASON_CHARS:
-        return tuple(out)
-    return tuple(r if len(r) <= MAX_REASON_CHARS else r[:MAX_REASON_CHARS] for r in out)
-
-
-_new = object.__new__
-_FIELDS = ("name", "level", "score", "signals", "last_sample_time", "dominant", "dimensions")
-_set_name, _set_level, _set_score, _set_signals, _set_time, _set_dominant, _set_dimensions = (
-    NodeAssessment.__dict__[f].__set__ for f in _FIELDS
-)
-_put_reasons = NodeAssessment.__dict__["reasons"].__set__
-
-
-class _LazyReasons(Sequence[str]):
-    """A fresh assessment's reasons, formatted when first read from the node's state as it was when
-    assessed. In cluster mode the size budget drops the detail of most nodes, whose reasons would
-    otherwise be formatted for nothing.
-
-    Equal to the tuple of the same lines (either way round), and pickles and hashes as one. Two
-    threads reading at once both format the same lines.
-    """
-
-    __slots__ = ("_lines", "_why")
-
-    def __init__(self, why: _Why) -> None:
-        self._why: _Why | None = why
-        self._lines: tuple[str, ...] = ()
-
-    def _get(self) -> tuple[str, ...]:
-        why = self._why
-        if why is not None:
-            self._lines = _reasons_of(why)
-            self._why = None  # after the lines are in place: a reader seeing None finds them
-        return self._lines
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        return self._get()[index]
-
-    def __len__(self) -> int:
-        return len(self._get())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._get())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, _LazyReasons):
-            return self._get() == other._get()
-        if isinstance(other, tuple):
-            return self._get() == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._get())
-
-    def __repr__(self) -> str:
-        return repr(self._get())
-
-    def __reduce__(self) -> tuple[type[tuple[str, ...]], tuple[tuple[str, ...]]]:
-        return tuple, (self._get(),)
-
-
-def _fill(item: NodeAssessment, name: str, level: Level, score: float, node: _Node) -> None:
-    """Set ``item``'s fields (all but the reasons) from ``node``'s state and its reported ``score``."""
-    _set_name(item, name)
-    _set_level(item, level)
-    _set_score(item, score)
-    _set_signals(item, node.values)
-    _set_time(item, node.last_sample_time)
-    _set_dominant(item, node.dominant)
-    _set_dimensions(item, node.dimensions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,7 +217,7 @@ class Scorer:
     def _compile(self) -> None:
         """What the hot loop reads of the rules in force."""
         rules = self._rules
-        self._texts = _rule_texts(rules)
+        self._texts = rule_texts(rules)
         self._specs = _signal_specs(rules)
         self._dim_names = tuple(dim.name for dim in rules.dimensions)
         self._compound = rules.combine == "compound"
@@ -511,7 +285,7 @@ class Scorer:
             raw = 0  # nothing to judge: no evidence of interference (the level shows Unknown meanwhile)
         else:
             node.score = score
-            raw = _rank(score, rules.levels)
+            raw = rules.levels.rank(score)
         node.history.append(raw)
         if node.rank < 0:  # a node starts at None and rises by the same rule as later
             node.rank = 0
@@ -528,7 +302,7 @@ class Scorer:
         The sub-scores and dimensions are the plain rules' (``tests/analysis/oracle.py``; a property
         test holds the two equal), computed here while each value is at hand. The values kept for the
         report are rounded here too, once per sample: cheaper than a copy per report of every node
-        (the report's largest cost at 10,000 nodes: docs/benchmarks.md).
+        (the report's largest cost at 10,000 nodes: docs/benchmarks.md, "Report build and serialize").
         """
         specs = self._specs
         ewma = node.ewma
@@ -584,7 +358,7 @@ class Scorer:
         worst, dominant = 0.0, ""
         for name, score in zip(self._dim_names, dims, strict=True):
             if score > 0.0:
-                out[name] = DimensionScore(RANKED_LEVELS[_rank(score, levels)], score)
+                out[name] = DimensionScore(RANKED_LEVELS[levels.rank(score)], score)
                 if score > worst:
                     worst, dominant = score, name
         return (out or NO_DIMENSIONS), dominant
@@ -619,7 +393,7 @@ class Scorer:
         new = self._level_of(node)
         if new is old:
             return None
-        score = held_score(node.score, node.rank, self._rules.levels)
+        score = self._rules.levels.held(node.score, node.rank)
         return LevelChange(name, old, new, score, self._reasons(node, headline=True), node.dominant)
 
     def _level_of(self, node: _Node) -> Level:
@@ -629,23 +403,23 @@ class Scorer:
 
     def _reasons(self, node: _Node, *, headline: bool = False) -> tuple[str, ...]:
         """Why the node is where it is. None nodes list only signals above warn (keeps the report small)."""
-        return _reasons_of(self._why(node), headline=headline)
+        return reasons_of(self._facts(node), headline=headline)
 
-    def _why(self, node: _Node) -> _Why:
-        """What :func:`_reasons_of` reads about ``node`` now (none of it is mutated later: see :class:`_Node`)."""
-        return (
-            self._rules,
-            self._texts,
-            node.scorable,
-            node.rank,
-            node.score,
-            node.values,
-            node.hot,
-            node.unjudged,
-            node.absent,
-            node.changed_at,
-            node.changed_how,
-            node.dimensions,
+    def _facts(self, node: _Node) -> NodeFacts:
+        """What :func:`reasons_of` reads about ``node`` now (none of it is mutated later: see :class:`_Node`)."""
+        return NodeFacts(
+            rules=self._rules,
+            texts=self._texts,
+            scorable=node.scorable,
+            rank=node.rank,
+            score=node.score,
+            values=node.values,
+            hot=node.hot,
+            unjudged=node.unjudged,
+            absent=node.absent,
+            changed_at=node.changed_at,
+            changed_how=node.changed_how,
+            dimensions=node.dimensions,
         )
 
     def _stale(self, name: str, node: _Node, silent: float) -> NodeAssessment:
@@ -704,17 +478,26 @@ class Scorer:
             # the common calm node (nothing above warn, nothing unjudged) has nothing to say
             calm = node.rank == 0 and score <= 0 and not node.unjudged
             if node.rank:
-                score = held_score(score, node.rank, self._rules.levels)
+                score = self._rules.levels.held(score, node.rank)
         else:
             level, calm = Level.UNKNOWN, False
-        item = _new(NodeAssessment)
-        _fill(item, name, level, score, node)
+        reasons: Sequence[str]
         if calm:
-            _put_reasons(item, ())
+            reasons = ()
         elif lazy_reasons:
-            _put_reasons(item, _LazyReasons(self._why(node)))
+            reasons = LazyReasons(self._facts(node))
         else:
-            _put_reasons(item, self._reasons(node))
+            reasons = self._reasons(node)
+        item = NodeAssessment(
+            name=name,
+            level=level,
+            score=score,
+            signals=node.values,
+            last_sample_time=node.last_sample_time,
+            reasons=reasons,
+            dominant=node.dominant,
+            dimensions=node.dimensions,
+        )
         node.assessment = item
         return item
 

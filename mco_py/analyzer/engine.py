@@ -5,19 +5,18 @@ Thread-safe: the gRPC loop, the report loop and the rules watcher share one engi
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mco_py.analysis.rules import DetectionRules
 from mco_py.analysis.samples import InvalidSample, check_sample
 from mco_py.analysis.scoring import LevelChange, Scorer
 from mco_py.analyzer.metrics import AnalyzerMetrics
+from mco_py.obs.process import gc_paused
 from mco_py.report.builder import ReportBuilder
 from mco_py.report.shards import ShardPlanner
 from mco_py.report.size import Fitted
@@ -232,9 +231,9 @@ class Engine:
         now = self.clock()
         # The build allocates tens of thousands of acyclic containers (entries, signal maps,
         # reason tuples); with the cyclic GC on, they trigger repeated collections that each
-        # walk the whole scorer state (≈ 40 % of the build at 10,000 nodes). Nothing built
-        # here forms a cycle, so collecting is postponed until the build is done.
-        with _gc_paused():
+        # walk the whole scorer state (a large share of the build at 10,000 nodes). Nothing
+        # built here forms a cycle, so collecting is postponed until the build is done.
+        with gc_paused():
             with self._lock:
                 # with a budget most nodes lose their detail: reasons formatted only for those keeping it
                 report, forgotten = self._scorer.report(
@@ -264,71 +263,3 @@ class Engine:
 def send_early_thresholds(rules: DetectionRules) -> dict[str, float]:
     """Each scored signal's warn value: above it a sample may change a level, so it is worth sending at once."""
     return {name: rule.warn for name, rule in rules.signals.items() if rule.max_score > 0}
-
-
-#: Every this many promotions a full collection runs instead (every 5 minutes at the 5 s report
-#: interval), so garbage cycles swept into the oldest generation never pile up for long. A full
-#: collection walks every object (150-280 ms of CPU at 10,000 nodes), about what the promotions
-#: save in 10-30 young collections, so it must stay rare.
-FULL_COLLECTION_EVERY = 60
-
-
-class _Promoter:
-    """Moves every object the GC tracks into its oldest generation, without a collection.
-
-    ``freeze`` moves the tracked objects to the permanent generation and ``unfreeze`` puts
-    them back into the oldest one: two list splices, no traversal. The report just built
-    (tens of thousands of entries, kept until the next report) would otherwise be walked
-    by the young collection that its allocations trigger as soon as the GC is back on
-    (10-30 ms at 10,000 nodes) and again by the middle one. Garbage cycles among the
-    promoted objects wait for a full collection, which CPython runs rarely once most
-    objects skip the young generations; so every :data:`FULL_COLLECTION_EVERY`-th time
-    this runs one itself. (The analyzer never freezes objects, so unfreezing takes
-    nothing from anyone.)
-    """
-
-    def __init__(self) -> None:
-        self._count = 0
-
-    def __call__(self) -> None:
-        self._count += 1
-        if self._count % FULL_COLLECTION_EVERY == 0:
-            gc.collect()
-            return
-        gc.freeze()
-        gc.unfreeze()
-
-
-_promote_young = _Promoter()
-
-
-class _GCPause:
-    """Disables the cyclic GC while any holder is inside; re-enables it only if it was on before.
-
-    On the way out the objects allocated meanwhile go straight to the oldest generation
-    (:func:`_promote_young`).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holders = 0
-        self._was_enabled = False
-
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self._lock:
-            if self._holders == 0:
-                self._was_enabled = gc.isenabled()
-                gc.disable()
-            self._holders += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._holders -= 1
-                if self._holders == 0 and self._was_enabled:
-                    _promote_young()
-                    gc.enable()
-
-
-_gc_paused = _GCPause()

@@ -34,8 +34,9 @@ from mco_py.kube.client import load_api_client
 from mco_py.kube.events import NodeEvents
 from mco_py.kube.lease import LeaseElector
 from mco_py.kube.rules import ConfigMapRulesSource
+from mco_py.obs import process
 from mco_py.obs.logging import setup_logging
-from mco_py.obs.metrics import start_metrics_server
+from mco_py.obs.metrics import serve_metrics
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 from mco_py.report.size import DEFAULT_STATUS_BUDGET
 from mco_py.store.base import ReportStore
@@ -334,10 +335,9 @@ def serve(settings: Settings, *, registry: CollectorRegistry, stop: threading.Ev
     )
     parts = _Parts()
     try:
-        metrics_server, metrics_port = start_metrics_server(
-            registry, host=settings.metrics_host, port=settings.metrics_port
-        )
-        parts.stops.append(metrics_server.shutdown)
+        metrics_server = serve_metrics(registry, host=settings.metrics_host, port=settings.metrics_port)
+        metrics_port = metrics_server.port
+        parts.stops.append(metrics_server.stop)
         store: ReportStore
         source: RulesSource
         if settings.mode == "cluster":
@@ -411,6 +411,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     stop_on_signals(stop)
     try:
+        process.tune("analyzer")
         return serve(settings, registry=CollectorRegistry(), stop=stop)
     except ConfigError as exc:
         log.error("%s", exc)

@@ -6,7 +6,8 @@ on regardless and the next interval writes the current state (catching up after 
 API outage).
 
 The previous report is kept until the new one is written: releasing tens of thousands of
-entries (10-20 ms at 10,000 nodes) then comes after the write, not between the build and it.
+entries then comes after the write, not between the build and it (its cost is in the report's
+CPU figure: docs/benchmarks.md, "Report build and serialize").
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ BIO_LATENCY_BOUNDS_US: tuple[int, ...] = tuple(1 << k for k in range(4, 26))
 
 @dataclass(slots=True)
 class Family:
-    """One metric family as plain data: rendered as text directly, or as a prometheus_client metric."""
+    """One metric family as plain data (:meth:`metric` is its prometheus_client form)."""
 
     name: str
     help: str
@@ -95,7 +95,7 @@ class Family:
     rows: list[tuple[tuple[str, ...], float]] = field(default_factory=list)
 
     def metric(self) -> Metric:
-        """The prometheus_client form (for OpenMetrics and filtered scrapes)."""
+        """The prometheus_client form."""
         cls = CounterMetricFamily if self.kind == "counter" else GaugeMetricFamily
         family = cls(self.name, self.help, labels=list(self.labels))
         for values, value in self.rows:
@@ -156,17 +156,6 @@ class HistogramData:
         buckets = list(zip(self.les, self.cumulative, strict=True))
         return HistogramMetricFamily(self.name, self.help, buckets=buckets, sum_value=self.total)
 
-    def render(self) -> str:
-        """Its text, the same in Prometheus 0.0.4 and OpenMetrics 1.0.0."""
-        doc = self.help.replace("\\", r"\\").replace("\n", r"\n")
-        lines = [f"# HELP {self.name} {doc}\n# TYPE {self.name} histogram\n"]
-        lines += [
-            f'{self.name}_bucket{{le="{le}"}} {_go_float(n)}\n' for le, n in zip(self.les, self.cumulative, strict=True)
-        ]
-        count = _go_float(self.cumulative[-1])
-        lines.append(f"{self.name}_count {count}\n{self.name}_sum {_go_float(self.total)}\n")
-        return "".join(lines)
-
 
 _BIO_LES = [_go_float(b / 1e6) for b in BIO_LATENCY_BOUNDS_US] + ["+Inf"]
 
@@ -184,66 +173,6 @@ def bio_latency(slots: Mapping[int, int]) -> HistogramData:
     return HistogramData(BIO_LATENCY, BIO_LATENCY_HELP, _BIO_LES, cumulative, total_s)
 
 
-class TextRenderer:
-    """Exposition text of :class:`Family` lists, byte for byte what prometheus_client writes.
-
-    Both formats a scraper may ask for: Prometheus text 0.0.4 (``generate_latest``)
-    and OpenMetrics 1.0.0 (without the final ``# EOF``). prometheus_client
-    validates and escapes every name of every series on every scrape (about a
-    millisecond for the collector's ~130 series when caches are cold, i.e. at one
-    scrape a second). Our names are fixed and valid, so headers and series
-    prefixes are formatted once and cached.
-    """
-
-    def __init__(self) -> None:
-        self._headers: dict[tuple[str, str, str, bool], str] = {}
-        self._prefixes: dict[tuple[str, tuple[str, ...], tuple[str, ...]], str] = {}
-
-    def render(self, families: Iterable[Family], *, openmetrics: bool = False) -> str:
-        """Text of ``families`` in order."""
-        out: list[str] = []
-        for fam in families:
-            head_key = (fam.name, fam.kind, fam.help, openmetrics)
-            header = self._headers.get(head_key)
-            if header is None:
-                header = self._headers[head_key] = _header(fam, openmetrics=openmetrics)
-            out.append(header)
-            series = fam.name + "_total" if fam.kind == "counter" else fam.name
-            for values, value in fam.rows:
-                key = (series, fam.labels, values)
-                prefix = self._prefixes.get(key)
-                if prefix is None:
-                    prefix = self._prefixes[key] = _series_prefix(series, fam.labels, values)
-                    if len(self._prefixes) > _MAX_CACHED_PREFIXES:  # device or analyzer names churn: start over
-                        self._prefixes.clear()
-                out.append(f"{prefix}{_go_float(value)}\n")
-        return "".join(out)
-
-
-def _header(fam: Family, *, openmetrics: bool) -> str:
-    doc = fam.help.replace("\\", r"\\").replace("\n", r"\n")
-    if openmetrics:
-        doc = doc.replace('"', r"\"")
-        name = fam.name
-    else:
-        name = fam.name + "_total" if fam.kind == "counter" else fam.name
-    return f"# HELP {name} {doc}\n# TYPE {name} {fam.kind}\n"
-
-
-_MAX_CACHED_PREFIXES = 4096
-
-
-def _series_prefix(name: str, labels: tuple[str, ...], values: tuple[str, ...]) -> str:
-    if not labels:
-        return name + " "
-    pairs = ",".join(f'{k}="{_escape_label_value(v)}"' for k, v in sorted(zip(labels, values, strict=True)))
-    return f"{name}{{{pairs}}} "
-
-
-def _escape_label_value(value: str) -> str:
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
-
-
 class SampleCollector(Collector):
     """Scrape-time view of the latest sample, the backends and the streams."""
 
@@ -251,7 +180,6 @@ class SampleCollector(Collector):
         self._lock = threading.Lock()
         self._sample: NodeSample | None = None
         self._streams = streams or (lambda: ())
-        self._text = TextRenderer()
 
     def update(self, sample: NodeSample) -> None:
         """Publish ``sample`` as the one scrapes see."""
@@ -260,11 +188,6 @@ class SampleCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         return [*(f.metric() for f in self.families()), *(h.metric() for h in self.histograms())]
-
-    def render_text(self, *, openmetrics: bool = False) -> str:
-        """What prometheus_client would write for this collector (OpenMetrics without ``# EOF``), much cheaper."""
-        text = self._text.render(self.families(), openmetrics=openmetrics)
-        return text + "".join(h.render() for h in self.histograms())
 
     def histograms(self) -> list[HistogramData]:
         """The block latency histogram, when a histogram backend measures it."""
@@ -346,7 +269,7 @@ class SampleCollector(Collector):
 
 
 class DurationHistogram:
-    """A fixed-bucket histogram (seconds) that renders itself cheaply; same series as prometheus_client's."""
+    """A fixed-bucket histogram (seconds); the same series as prometheus_client's."""
 
     def __init__(self, name: str, help_text: str, buckets: Sequence[float]) -> None:
         self.name, self.help = name, help_text
@@ -372,7 +295,7 @@ class DurationHistogram:
 
 
 class CollectorMetrics(Collector):
-    """Every collector metric, registered in the given registry, with a cheap exposition (:meth:`render_text`)."""
+    """Every collector metric, registered in the given registry."""
 
     def __init__(
         self,
@@ -404,16 +327,6 @@ class CollectorMetrics(Collector):
             self._taken().metric(),
             *(f.metric() for f in self._extra()),
         ]
-
-    def render_text(self, openmetrics: bool) -> bytes:
-        """The exposition of the registry these metrics were registered in (holding nothing else).
-
-        Byte for byte ``generate_latest(registry)`` (or OpenMetrics 1.0.0's) at a fraction of the cost.
-        """
-        text = self.samples.render_text(openmetrics=openmetrics) + self.sample_duration.snapshot().render()
-        text += self.samples._text.render([self._taken(), *self._extra()], openmetrics=openmetrics)
-        body = text.encode() + self.runtime.render_text(openmetrics)
-        return body + b"# EOF\n" if openmetrics else body
 
 
 class _Count:

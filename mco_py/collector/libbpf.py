@@ -170,8 +170,8 @@ class HashMapReader:
 
     ``BPF_MAP_LOOKUP_BATCH`` (Linux >= 5.6) returns up to ``chunk`` entries per
     syscall; key by key (two syscalls per key) where the kernel lacks it. On a
-    VM each ``bpf()`` call costs tens of microseconds when caches are cold, which
-    is the usual state at one read a second. Buffers are allocated once.
+    VM each ``bpf()`` call is costly when caches are cold, which is the usual
+    state at one read a second. Buffers are allocated once.
     """
 
     def __init__(self, obj: BpfObject, name: str, *, chunk: int = 32) -> None:

@@ -15,16 +15,19 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 from mco_py.collector.biolatency import BACKENDS
-from mco_py.collector.cgroups import CpuLimits, Journal, detect_layout
 from mco_py.collector.config import CollectorSettings, load_settings
 from mco_py.collector.exporter import CollectorMetrics
-from mco_py.collector.guard_loop import Guard, GuardLoop
+from mco_py.collector.guard.files import detect_layout
+from mco_py.collector.guard.loop import GuardLoop, NodeGuard
+from mco_py.collector.guard.writer import LimitWriter
 from mco_py.collector.sampler import SampleLoop, Sampler, open_sources, workload_groups
 from mco_py.collector.signals import NodeSample
 from mco_py.collector.workload_groups import WorkloadGroups
 from mco_py.errors import ConfigError
+from mco_py.obs import process
+from mco_py.obs.http import RunningServer
 from mco_py.obs.logging import setup_logging
-from mco_py.obs.metrics import MetricsServer, start_metrics_server
+from mco_py.obs.metrics import serve_metrics
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 
 if TYPE_CHECKING:
@@ -165,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.once:
             return run_once(sampler, settings.interval_s, args.output, stop)
+        process.tune("collector")
         return serve(settings, sampler, stop, groups=groups)
     except ConfigError as exc:
         print(f"mco collector: {exc}", file=sys.stderr)
@@ -179,11 +183,11 @@ def restore_guard(settings: CollectorSettings) -> int:
         print(f"no guard journal at {settings.guard_journal}: nothing to restore")
         return 0
     try:
-        journal = Journal(settings.guard_journal, CpuLimits(detect_layout(settings.cgroup_root)))
+        writer = LimitWriter.at(settings.cgroup_root, settings.guard_journal)
     except ConfigError as exc:
         print(f"mco collector: {exc}", file=sys.stderr)
         return 1
-    problems = journal.restore()
+    problems = writer.restore()
     for problem in problems:
         print(f"mco collector: {problem}", file=sys.stderr)
     if not problems:
@@ -203,13 +207,12 @@ class CollectorDaemon:
         stop: threading.Event | None = None,
         groups: WorkloadGroups | None = None,
     ) -> None:
-        self._owns_registry = registry is None
         self.registry = registry or CollectorRegistry()
         self.loop = SampleLoop(sampler, interval_s=settings.interval_s, stop=stop)
         self.guard: GuardLoop | None = None
         if settings.guard != "off":
             layout = detect_layout(settings.cgroup_root)
-            guard = Guard(
+            guard = NodeGuard(
                 layout,
                 groups=groups or workload_groups(settings),
                 rules=settings.guard_rules,
@@ -220,17 +223,18 @@ class CollectorDaemon:
             )
             self.guard = GuardLoop(guard, settings.guard_interval_s)
         elif settings.guard_journal.exists():  # a guard was killed, then switched off: undo its limits anyway
-            problems = Journal(settings.guard_journal, CpuLimits(detect_layout(settings.cgroup_root))).restore()
+            problems = LimitWriter.at(settings.cgroup_root, settings.guard_journal).restore()
             if problems:
                 log.error("cannot restore the CPU limits a killed guard left: %s", "; ".join(problems))
             else:
                 log.warning("restored the CPU limits a killed guard left (%s)", settings.guard_journal)
         self.fanout: StreamFanout | None = None
         if settings.stream:
-            # grpc is imported only when streaming: an exporter-only collector stays ~10 MiB smaller.
-            # gRPC's EventEngine client keeps four threads waking ~10 times a second each (a third of
-            # the collector's CPU at a 1 s interval); the long-standing iomgr client does not. Set
-            # GRPC_EXPERIMENTS yourself to choose otherwise (read once, when grpc is first imported).
+            # grpc is imported only when streaming: an exporter-only collector stays smaller without it.
+            # gRPC's EventEngine client keeps four threads waking many times a second (a large share of
+            # the collector's CPU at a 1 s interval: docs/collector.md); the long-standing iomgr client
+            # does not. Set GRPC_EXPERIMENTS yourself to choose otherwise (read once, when grpc is first
+            # imported).
             os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)
             from mco_py.collector.stream import StreamFanout, apply_guard_control  # noqa: PLC0415
 
@@ -249,20 +253,14 @@ class CollectorDaemon:
             extra=self.guard.guard.families if self.guard else None,
         )
         self._settings = settings
-        self._server: MetricsServer | None = None
+        self._server: RunningServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
 
     def start(self) -> None:
         """Serve /metrics, open the streams and start sampling in a thread."""
-        metrics = self.loop.metrics
-        self._server, self.port = start_metrics_server(
-            self.registry,
-            host=self._settings.metrics_host,
-            port=self._settings.metrics_port,
-            # the cheap exposition holds only while the registry has nothing but the collector's metrics
-            fast_text=metrics.render_text if metrics is not None and self._owns_registry else None,
-        )
+        self._server = serve_metrics(self.registry, host=self._settings.metrics_host, port=self._settings.metrics_port)
+        self.port = self._server.port
         log.info("metrics on %s:%d/metrics", self._settings.metrics_host, self.port, extra={"port": self.port})
         if self.fanout is not None:
             self.fanout.start()
@@ -285,8 +283,7 @@ class CollectorDaemon:
         if self.fanout is not None:
             self.fanout.close()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
 
 
 def serve(

@@ -8,10 +8,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from mco_py.collector.biolatency import BioConfig, BioLatencySource
-from mco_py.collector.cgroups import WorkloadPressureSource, detect_layout
+from mco_py.collector.cgroups import WorkloadPressureSource
 from mco_py.collector.config import MAX_INTERVAL_S, MIN_INTERVAL_S, CollectorSettings
 from mco_py.collector.cpustat import OomSource, StealSource
 from mco_py.collector.exporter import CollectorMetrics
+from mco_py.collector.guard.files import detect_layout
 from mco_py.collector.perf import LlcSource
 from mco_py.collector.psi import PsiSource
 from mco_py.collector.resctrl import ResctrlSource

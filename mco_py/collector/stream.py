@@ -36,7 +36,7 @@ from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from mco_py.rpc.codec import MAX_GUARD_ACTIONS, guard_change_to_proto, guard_rules_from_proto, workloads_from_proto
 
 if TYPE_CHECKING:
-    from mco_py.collector.guard_loop import Guard
+    from mco_py.collector.guard.loop import NodeGuard
 
 log = logging.getLogger(__name__)
 
@@ -297,8 +297,9 @@ class AnalyzerStream:
             self._flushing = True  # before looking at the buffer: a later urgent publish wakes us
             self._urgent.clear()
             if self._config.flush_interval_s > 0 and not self._buffer and not self._stopping.is_set():
-                # Caught up: let samples gather. Each message costs the gRPC core about 25 thread
-                # wake-ups, more CPU than taking the sample; the first sample still goes at once.
+                # Caught up: let samples gather. Each message wakes the gRPC core's threads many times,
+                # more CPU than taking the sample (docs/benchmarks.md, "Collector": flush 0 against
+                # flush 5 s); the first sample still goes at once.
                 # A stop, or a sample with a signal past the analyzer's SendEarly value, ends the wait.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._urgent.wait(), self._config.flush_interval_s)
@@ -516,7 +517,7 @@ class StreamFanout:
             stream.close()
 
 
-def apply_guard_control(guard: Guard, control: pb.Control) -> None:
+def apply_guard_control(guard: NodeGuard, control: pb.Control) -> None:
     """What an analyzer sends the guard: its rules (hot-reloaded with the detection rules), or
     the node's pods with their class. Anything invalid is logged and changes nothing."""
     which = control.WhichOneof("kind")

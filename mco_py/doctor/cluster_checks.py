@@ -1,79 +1,44 @@
 """What ``mco doctor --cluster`` concludes from what it read from the API server: pure functions.
 
-The probe (:mod:`mco_py.doctor.cluster_probe`) reads a :class:`ClusterView` (the report's CRD and
-object, Nodes, the analyzer's Lease, Volcano's scheduler configuration and version, the Kata
-RuntimeClass, and the authorizer's answer for each MCO identity); :func:`judge_cluster` turns it
-into :class:`~mco_py.doctor.checks.Check` results.
+The probe (:mod:`mco_py.doctor.cluster_probe`) reads a
+:class:`~mco_py.doctor.cluster_view.ClusterView` (the report's CRD and object, Nodes, the
+analyzer's Lease, Volcano's scheduler configuration and version, the Kata RuntimeClass, and the
+authorizer's answer for each MCO identity); :func:`judge_cluster` turns it into
+:class:`~mco_py.doctor.checks.Check` results (Volcano's: :mod:`mco_py.doctor.volcano_checks`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Any
-
-import yaml
+from dataclasses import replace
 
 from mco_py.doctor.checks import Check, Verdict
-from mco_py.errors import ConfigError, ReportError
-from mco_py.extender.app import volcano_format
-from mco_py.extender.config import config_from_mapping
-from mco_py.model import GROUP, PLURAL, Level, NodeAssessment
+from mco_py.doctor.cluster_view import (
+    CLOCK_SLACK_S,
+    CRD_NAME,
+    DEPLOY_STEP,
+    KATA_LABEL,
+    KATA_RUNTIME_CLASS,
+    KVM_LABEL,
+    LEASE_NAME,
+    NAMESPACE,
+    REPORT_NAME,
+    Access,
+    ClusterView,
+    Read,
+    json_get,
+    json_items,
+    names_text,
+    node_labels,
+    rfc3339_epoch,
+    unreadable_check,
+)
+from mco_py.doctor.volcano_checks import volcano_checks
+from mco_py.errors import ReportError
+from mco_py.model import GROUP, Level, NodeAssessment
 from mco_py.report.assemble import gather, index_of, shard_of
 from mco_py.report.document import ShardIndex, Status, decode, report_of
 from mco_py.report.shards import SHARD_KIND, SHARD_PLURAL
-
-NAMESPACE = "mco-system"
-CRD_NAME = f"{PLURAL}.{GROUP}"
-REPORT_NAME = "cluster"
-LEASE_NAME = "mco-analyzer"
-VOLCANO_NAMESPACE = "volcano-system"
-VOLCANO_CONFIGMAP = "volcano-scheduler-configmap"
-VOLCANO_CONF_KEY = "volcano-scheduler.conf"
-VOLCANO_DEPLOYMENT = "volcano-scheduler"
-#: The annotation on that Deployment naming the image the volcano role put there (plugin mode).
-PLUGIN_IMAGE_ANNOTATION = "mco.many-core.io/plugin-image"
-KATA_RUNTIME_CLASS = "kata-qemu"
-KATA_LABEL = "katacontainers.io/kata-runtime"
-KVM_LABEL = "mco.many-core.io/kvm-ready"
-#: Below this, a 1,000-node prioritize call (200-300 ms) can time out (docs/volcano.md).
-MIN_HTTP_TIMEOUT_S = 1.0
-#: Seconds of clock difference forgiven when an age is judged (``now`` is the API server's
-#: clock when its answers carry a Date header, else this machine's).
-CLOCK_SLACK_S = 2.0
-#: Node names listed in a detail before "and N more".
-NAMES_SHOWN = 5
-
-DEPLOY_STEP = "rerun `ansible-playbook playbooks/site.yml` (docs/runbooks.md#deploy)"
-
-
-@dataclass(frozen=True, slots=True)
-class Access:
-    """One question for the authorizer: may ServiceAccount ``identity`` (in ``mco-system``) do this?
-
-    ``resource`` is written as for ``kubectl auth can-i``: ``resource[.group][/name][#subresource]``.
-    """
-
-    identity: str
-    verb: str
-    resource: str
-    namespace: str = ""
-    expected: bool = True
-    """True: the identity needs it; False: it must not have it (least privilege)."""
-
-    def parts(self) -> tuple[str, str, str, str]:
-        """(group, resource, name, subresource)."""
-        rest, _, subresource = self.resource.partition("#")
-        kind, _, name = rest.partition("/")
-        resource, _, group = kind.partition(".")
-        return group, resource, name, subresource
-
-    def describe(self) -> str:
-        """``patch nodeinterferencereports.mco.many-core.io#status`` (``in mco-system``)."""
-        where = f" in {self.namespace}" if self.namespace else ""
-        return f"{self.verb} {self.resource}{where}"
 
 
 def _identity(name: str, *rows: tuple[bool, str, str, str]) -> tuple[Access, ...]:
@@ -152,38 +117,6 @@ def access_table(guard_pods: bool) -> tuple[Access, ...]:
     return (*kept, *GUARD_PODS_ACCESS)
 
 
-@dataclass(frozen=True, slots=True)
-class Read:
-    """One object (or list) read from the API server: the JSON document, or why there is none."""
-
-    doc: Any = None
-    """The object as JSON (``None``: not found, or not readable)."""
-    error: str = ""
-    """Why it could not be read (empty: read, or simply not there)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterView:
-    """What the probe read; ``now`` is when (seconds since the Unix epoch)."""
-
-    now: float
-    crd: Read = field(default_factory=Read)
-    report: Read = field(default_factory=Read)
-    shards: Read = field(default_factory=Read)
-    """The report's NodeInterferenceReportShardList (read only when the report is sharded)."""
-    nodes: Read = field(default_factory=Read)
-    """A NodeList."""
-    lease: Read = field(default_factory=Read)
-    volcano_conf: Read = field(default_factory=Read)
-    """The scheduler ConfigMap."""
-    volcano_deployment: Read = field(default_factory=Read)
-    runtime_class: Read = field(default_factory=Read)
-    access: Sequence[tuple[Access, bool | None, str]] = ()
-    """(question, the authorizer's answer or None, why there is no answer)."""
-    reachable: bool = True
-    """False: the first read failed for a reason every other read shares (unreachable, HTTP 401)."""
-
-
 def judge_cluster(view: ClusterView, *, ttl: float) -> list[Check]:
     """Every cluster check, in the order an operator would look (``ttl``: the extender's
     ``crStatusTTLSeconds``)."""
@@ -192,30 +125,21 @@ def judge_cluster(view: ClusterView, *, ttl: float) -> list[Check]:
         return checks
     checks += _report(view, ttl)
     checks.append(_lease(view.lease, view.now))
-    checks += _volcano(view.volcano_conf, view.volcano_deployment)
+    checks += volcano_checks(view.volcano_conf, view.volcano_deployment)
     checks += _kata(view.runtime_class, view.nodes)
     checks += _access(view.access)
     return checks
 
 
-def _unreadable(name: str, what: str, read: Read) -> Check:
-    return Check(
-        name,
-        Verdict.FAIL,
-        f"cannot read {what}: {read.error}",
-        "check the kubeconfig (--kubeconfig, $KUBECONFIG) and that this user may read it",
-    )
-
-
 def _crd(read: Read) -> Check:
     name = "report CRD"
     if read.error:
-        return _unreadable(name, f"CustomResourceDefinition {CRD_NAME}", read)
+        return unreadable_check(name, f"CustomResourceDefinition {CRD_NAME}", read)
     if read.doc is None:
         return Check(name, Verdict.FAIL, f"CustomResourceDefinition {CRD_NAME} is not installed", DEPLOY_STEP)
-    conditions = _get(read.doc, "status", "conditions")
+    conditions = json_get(read.doc, "status", "conditions")
     established = any(
-        _get(c, "type") == "Established" and _get(c, "status") == "True"
+        json_get(c, "type") == "Established" and json_get(c, "status") == "True"
         for c in (conditions if isinstance(conditions, list) else [])
     )
     if not established:
@@ -232,7 +156,7 @@ def _report(view: ClusterView, ttl: float) -> Iterator[Check]:
     name = "cluster report"
     read = view.report
     if read.error:
-        yield _unreadable(name, f"NodeInterferenceReport {REPORT_NAME}", read)
+        yield unreadable_check(name, f"NodeInterferenceReport {REPORT_NAME}", read)
         return
     if read.doc is None:
         yield Check(
@@ -242,9 +166,9 @@ def _report(view: ClusterView, ttl: float) -> Iterator[Check]:
             "check the analyzer on the control hosts (`mco doctor` there; its log)",
         )
         return
-    status = _get(read.doc, "status") or {}
-    updated = _epoch(_get(status, "lastUpdateTime"))
-    rules = str(_get(status, "analyzer", "rulesVersion") or "?")
+    status = json_get(read.doc, "status") or {}
+    updated = rfc3339_epoch(json_get(status, "lastUpdateTime"))
+    rules = str(json_get(status, "analyzer", "rulesVersion") or "?")
     if updated is None:
         yield Check(name, Verdict.FAIL, "the report has no lastUpdateTime", "check the analyzer's log")
         return
@@ -258,7 +182,7 @@ def _report(view: ClusterView, ttl: float) -> Iterator[Check]:
             "check the analyzer (`mco doctor` on a control host) and its Lease below",
         )
     else:
-        writer = _get(status, "analyzer", "identity") or "?"
+        writer = json_get(status, "analyzer", "identity") or "?"
         yield Check(name, Verdict.OK, f"written {age:.0f} s ago by {writer} (TTL {ttl:g} s), rules {rules}")
     try:
         doc = decode(status, Status, "status")
@@ -287,9 +211,9 @@ def _shards(index: ShardIndex, read: Read) -> Generator[Check, None, Mapping[str
     cannot be listed."""
     name = "report shards"
     if read.error:
-        yield _unreadable(name, f"the {SHARD_KIND}s of {REPORT_NAME}", read)
+        yield unreadable_check(name, f"the {SHARD_KIND}s of {REPORT_NAME}", read)
         return None
-    shards = [shard_of(item) for item in _items(read)]
+    shards = [shard_of(item) for item in json_items(read)]
     unreadable = [s.problem for s in shards if s.problem and s.generation in (index.generation, -1)]
     if unreadable:  # readers cannot serve this generation; which nodes it holds is unknown
         yield Check(
@@ -324,10 +248,10 @@ CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kube
 def _coverage(entries: Mapping[str, NodeAssessment], nodes: Read) -> Iterator[Check]:
     name = "nodes in the report"
     if nodes.error:
-        yield _unreadable(name, "Nodes", nodes)
+        yield unreadable_check(name, "Nodes", nodes)
         return
-    items = [n for n in _items(nodes) if isinstance(_get(n, "metadata", "name"), str)]
-    control = {n["metadata"]["name"] for n in items if any(k in _labels(n) for k in CONTROL_PLANE_LABELS)}
+    items = [n for n in json_items(nodes) if isinstance(json_get(n, "metadata", "name"), str)]
+    control = {n["metadata"]["name"] for n in items if any(k in node_labels(n) for k in CONTROL_PLANE_LABELS)}
     cluster = sorted(n["metadata"]["name"] for n in items)
     missing = [n for n in cluster if n not in entries and n not in control]
     unknown = sorted(n for n, item in entries.items() if item.level is Level.UNKNOWN)
@@ -336,26 +260,26 @@ def _coverage(entries: Mapping[str, NodeAssessment], nodes: Read) -> Iterator[Ch
         yield Check(
             name,
             Verdict.WARN,
-            f"{len(missing)} of {len(cluster)} Nodes have no entry (no collector data): {_names(missing)}",
+            f"{len(missing)} of {len(cluster)} Nodes have no entry (no collector data): {names_text(missing)}",
             "on those nodes: `mco doctor` (collector running? stream connected?)",
         )
     if unknown:
         yield Check(
             name,
             Verdict.WARN,
-            f"{len(unknown)} nodes are Unknown (their samples stopped): {_names(unknown)}",
+            f"{len(unknown)} nodes are Unknown (their samples stopped): {names_text(unknown)}",
             "on those nodes: `mco doctor` (collector stream connected?)",
         )
     if not missing and not unknown:
         detail = f"all {len(cluster)} Nodes reported"
-        detail += f"; High: {_names(high)}" if high else ""
+        detail += f"; High: {names_text(high)}" if high else ""
         yield Check(name, Verdict.OK, detail)
 
 
 def _lease(read: Read, now: float) -> Check:
     name = "analyzer leader"
     if read.error:
-        return _unreadable(name, f"Lease {NAMESPACE}/{LEASE_NAME}", read)
+        return unreadable_check(name, f"Lease {NAMESPACE}/{LEASE_NAME}", read)
     if read.doc is None:
         return Check(
             name,
@@ -363,10 +287,10 @@ def _lease(read: Read, now: float) -> Check:
             f"no Lease {NAMESPACE}/{LEASE_NAME}: no cluster-mode analyzer has ever led",
             "start the analyzer (`systemctl start mco-analyzer` on a control host; docs/runbooks.md)",
         )
-    spec = _get(read.doc, "spec") or {}
-    holder = str(_get(spec, "holderIdentity") or "")
-    renewed = _epoch(_get(spec, "renewTime"))
-    seconds = _get(spec, "leaseDurationSeconds")
+    spec = json_get(read.doc, "spec") or {}
+    holder = str(json_get(spec, "holderIdentity") or "")
+    renewed = rfc3339_epoch(json_get(spec, "renewTime"))
+    seconds = json_get(spec, "leaseDurationSeconds")
     duration = float(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool) else 15.0
     if not holder:
         return Check(name, Verdict.FAIL, "the Lease is released: no analyzer leads", "start an analyzer")
@@ -381,169 +305,14 @@ def _lease(read: Read, now: float) -> Check:
     return Check(name, Verdict.OK, f"{holder}, renewed {max(0.0, now - renewed):.0f} s ago")
 
 
-def _volcano(conf: Read, deployment: Read) -> Iterator[Check]:
-    name = "volcano scheduler"
-    if conf.error:
-        yield _unreadable(name, f"ConfigMap {VOLCANO_NAMESPACE}/{VOLCANO_CONFIGMAP}", conf)
-        return
-    if conf.doc is None:
-        yield Check(name, Verdict.OK, f"no Volcano here ({VOLCANO_NAMESPACE}/{VOLCANO_CONFIGMAP} not found)")
-        return
-    text = _get(conf.doc, "data", VOLCANO_CONF_KEY)
-    if not isinstance(text, str):
-        yield Check(name, Verdict.FAIL, f"{VOLCANO_CONFIGMAP} has no key {VOLCANO_CONF_KEY}", DEPLOY_STEP)
-        return
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        yield Check(name, Verdict.FAIL, f"{VOLCANO_CONF_KEY} is not YAML: {exc}", "fix the ConfigMap by hand")
-        return
-    plugins = [plugin for tier in _list(_get(doc, "tiers")) for plugin in _list(_get(tier, "plugins"))]
-    entries = [p for p in plugins if isinstance(p, dict) and p.get("name") == "extender"]
-    ours = [p for p in plugins if isinstance(p, dict) and p.get("name") == PLUGIN_NAME]
-    if ours:
-        yield _volcano_plugin(name, ours, deployment, extender=bool(entries))
-        return
-    if not entries:
-        yield Check(
-            name,
-            Verdict.FAIL,
-            "Volcano runs without MCO (no mco-plugin entry, no extender entry): its pods are placed without the report",
-            f"{DEPLOY_STEP} with volcano_manage_scheduler_config: true, or add the entry the role prints",
-        )
-        return
-    yield _volcano_extender(name, entries, deployment)
-
-
-def _volcano_extender(name: str, entries: list[dict[str, Any]], deployment: Read) -> Check:
-    """Extender mode: MCO's extender entry, in the reply format of the Volcano that runs."""
-    arguments = _get(entries[0], "arguments")
-    arguments = arguments if isinstance(arguments, dict) else {}
-    problems = list(volcano_argument_problems(arguments))
-    running = _volcano_version(deployment)
-    url = str(arguments.get("extender.urlPrefix", ""))
-    match = re.search(r"/volcano/v(\d+(?:\.\d+)*)/?$", url)
-    if running and match:
-        wanted, got = volcano_format(running, "1.10"), volcano_format(match[1], "1.10")
-        if wanted != got:
-            problems.append(
-                f"urlPrefix asks for Volcano {match[1]}'s reply format but v{running} runs (a wrong format lets "
-                "every pod pass)"
-            )
-    if len(entries) > 1:
-        problems.append(f"{len(entries)} extender entries; Volcano uses only one")
-    if problems:
-        return Check(name, Verdict.FAIL, "; ".join(problems), DEPLOY_STEP + " (it writes the entry)")
-    version = f", Volcano v{running}" if running else ""
-    return Check(name, Verdict.OK, f"extender {url}{version}")
-
-
-#: The plugin's name in Volcano's configuration, and the arguments it reads (docs/scheduling.md).
-PLUGIN_NAME = "mco-plugin"
-PLUGIN_ARGUMENTS = (
-    "crName", "crStatusTTLSeconds", "fallbackWhenCROutdated", "hardConstraints", "kataRuntimeClassPrefixes",
-    "scoreWeight", "unknownScore", "maxClockSkewSeconds",
-)  # fmt: skip
-#: The tag MCO's builds of vc-scheduler carry: the Volcano release, then ``-mco<MCO version>``.
-_MCO_BUILD = re.compile(r":v?\d+\.\d+\.\d+-mco[\w.]+(@.*)?$")
-
-
-def _volcano_plugin(name: str, entries: list[dict[str, Any]], deployment: Read, *, extender: bool) -> Check:
-    """Plugin mode: one entry, arguments the plugin takes, and a scheduler image that has the plugin."""
-    problems = []
-    if len(entries) > 1:
-        problems.append(f"{len(entries)} mco-plugin entries; keep one")
-    arguments = _get(entries[0], "arguments")
-    arguments = arguments if isinstance(arguments, dict) else {}
-    unknown = sorted(str(k) for k in arguments if k not in PLUGIN_ARGUMENTS)
-    if unknown:
-        problems.append(f"mco-plugin ignores the argument(s) {', '.join(unknown)}")
-    try:
-        config_from_mapping({k: v for k, v in arguments.items() if k in PLUGIN_ARGUMENTS}, source="mco-plugin")
-    except ConfigError as exc:
-        problems.append(f"{exc} (the plugin uses the default instead)")
-    images = [
-        str(_get(c, "image") or "") for c in _list(_get(deployment.doc, "spec", "template", "spec", "containers"))
-    ]
-    image = next((i for i in images if "vc-scheduler" in i), images[0] if images else "")
-    marked = _get(deployment.doc, "metadata", "annotations", PLUGIN_IMAGE_ANNOTATION)
-    if deployment.error or deployment.doc is None:
-        where = "cannot be read" if deployment.error else "was not found"
-        problems.append(f"Deployment {VOLCANO_NAMESPACE}/{VOLCANO_DEPLOYMENT} {where}: its image is not checked")
-    elif image != marked and not _MCO_BUILD.search(image):
-        problems.append(
-            f"the scheduler runs {image or 'no image'}, which has no mco-plugin (Volcano skips a plugin it does "
-            "not know: pods are placed without the report)"
-        )
-    if problems:
-        return Check(name, Verdict.FAIL, "; ".join(problems), DEPLOY_STEP + " (plugin mode sets MCO's image)")
-    running = _volcano_version(deployment)
-    detail = f"mco-plugin in {image}" + (f", Volcano v{running}" if running else "")
-    if extender:
-        return Check(
-            name,
-            Verdict.WARN,
-            detail + "; an extender entry too: every decision is made twice, the extender's cost without a gain",
-            "rerun the volcano role: plugin mode removes MCO's extender entry",
-        )
-    return Check(name, Verdict.OK, detail)
-
-
-def volcano_argument_problems(arguments: Mapping[str, Any]) -> Iterator[str]:
-    """What is wrong with an ``extender`` entry's arguments for MCO (docs/volcano.md)."""
-    url = arguments.get("extender.urlPrefix")
-    if not isinstance(url, str) or not re.match(r"^https?://[^/]+/volcano/v\d+(\.\d+)*/?$", url):
-        yield f"urlPrefix {url!r} is not MCO's (http://<service>:<port>/volcano/v1.9 or /volcano/v1.10)"
-    if arguments.get("extender.predicateVerb") != "predicate":
-        yield "predicateVerb must be 'predicate'"
-    if arguments.get("extender.prioritizeVerb") != "prioritize":
-        yield "prioritizeVerb must be 'prioritize'"
-    ignorable = arguments.get("extender.ignorable")
-    if ignorable is not True:
-        what = "a string" if isinstance(ignorable, str) else repr(ignorable)
-        yield f"ignorable must be the YAML bool true (is {what}): else a slow extender filters every node out"
-    timeout = go_duration_seconds(arguments.get("extender.httpTimeout", "1s"))
-    if timeout is None:
-        yield f"httpTimeout {arguments.get('extender.httpTimeout')!r} is not a Go duration (e.g. 1s)"
-    elif timeout < MIN_HTTP_TIMEOUT_S:
-        yield f"httpTimeout {timeout:g} s is below {MIN_HTTP_TIMEOUT_S:g} s (a large prioritize call takes 0.3 s)"
-    if "extender.onSessionOpenVerb" in arguments:
-        yield "onSessionOpenVerb is set: it posts the whole cluster every session; remove it"
-
-
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-
-
-def go_duration_seconds(value: object) -> float | None:
-    """Seconds in a Go duration string (``1s``, ``1m30s``, ``500ms``); None when it is not one."""
-    if not isinstance(value, str) or not value:
-        return None
-    if value == "0":
-        return 0.0
-    parts = _GO_PART.findall(value)
-    if "".join(number + unit for number, unit in parts) != value:
-        return None
-    return sum(float(number) * _GO_UNITS[unit] for number, unit in parts)
-
-
-def _volcano_version(read: Read) -> str:
-    """``1.10.0`` from the scheduler Deployment's image tag; empty when unknown."""
-    containers = _list(_get(read.doc, "spec", "template", "spec", "containers"))
-    images = [str(_get(c, "image") or "") for c in containers]
-    image = next((i for i in images if "vc-scheduler" in i), images[0] if images else "")
-    match = re.search(r":v?(\d+\.\d+\.\d+)(?:-mco[\w.]+)?(@.*)?$", image)
-    return match[1] if match else ""
-
-
 def _kata(runtime_class: Read, nodes: Read) -> Iterator[Check]:
     name = "kata runtime"
     if runtime_class.error:
-        yield _unreadable(name, f"RuntimeClass {KATA_RUNTIME_CLASS}", runtime_class)
+        yield unreadable_check(name, f"RuntimeClass {KATA_RUNTIME_CLASS}", runtime_class)
         return
     if nodes.error:
         return  # said by "nodes in the report"
-    labels = {str(_get(n, "metadata", "name")): _labels(n) for n in _items(nodes)}
+    labels = {str(json_get(n, "metadata", "name")): node_labels(n) for n in json_items(nodes)}
     kata = sorted(n for n, lab in labels.items() if lab.get(KATA_LABEL) == "true")
     no_kvm = sorted(n for n in kata if labels[n].get(KVM_LABEL) == "false")
     if runtime_class.doc is None:
@@ -552,7 +321,7 @@ def _kata(runtime_class: Read, nodes: Read) -> Iterator[Check]:
             detail += f", yet {len(kata)} Nodes are labelled {KATA_LABEL}=true"
         yield Check(name, Verdict.OK, detail)
         return
-    selector = _get(runtime_class.doc, "scheduling", "nodeSelector")
+    selector = json_get(runtime_class.doc, "scheduling", "nodeSelector")
     selector = selector if isinstance(selector, Mapping) else {}
     matching = sorted(n for n, lab in labels.items() if all(lab.get(k) == v for k, v in selector.items()))
     if not selector:
@@ -571,12 +340,12 @@ def _kata(runtime_class: Read, nodes: Read) -> Iterator[Check]:
             "run the kata_runtime role on the nodes that should run offline pods (it labels them)",
         )
     else:
-        yield Check(name, Verdict.OK, f"{len(matching)} Nodes run {KATA_RUNTIME_CLASS}: {_names(matching)}")
+        yield Check(name, Verdict.OK, f"{len(matching)} Nodes run {KATA_RUNTIME_CLASS}: {names_text(matching)}")
     if no_kvm:
         yield Check(
             "kvm",
             Verdict.FAIL,
-            f"Kata Nodes without usable KVM ({KVM_LABEL}=false): {_names(no_kvm)}; their Kata VMs cannot boot",
+            f"Kata Nodes without usable KVM ({KVM_LABEL}=false): {names_text(no_kvm)}; their Kata VMs cannot boot",
             "see docs/runbooks.md (KVM checks) on those nodes, or remove Kata from them",
         )
 
@@ -609,41 +378,3 @@ def _access(answers: Sequence[tuple[Access, bool | None, str]]) -> Iterator[Chec
             )
         else:
             yield Check(name, Verdict.OK, f"least privilege ({len(rows)} questions answered as expected)")
-
-
-def _items(read: Read) -> list[Mapping[str, Any]]:
-    return [i for i in _list(_get(read.doc, "items")) if isinstance(i, Mapping)]
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _labels(node: Mapping[str, Any]) -> Mapping[str, Any]:
-    labels = _get(node, "metadata", "labels")
-    return labels if isinstance(labels, Mapping) else {}
-
-
-def _names(names: Sequence[str]) -> str:
-    shown = ", ".join(names[:NAMES_SHOWN])
-    return shown + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
-
-
-def _get(doc: Any, *path: str) -> Any:
-    """``doc[path[0]][path[1]]...``; None when any step is missing or not a mapping."""
-    value: Any = doc
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _epoch(value: object) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time (``2026-12-02T10:00:00Z``, micro time too)."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

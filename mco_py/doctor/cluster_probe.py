@@ -1,5 +1,5 @@
 """What ``mco doctor --cluster`` reads from the API server (reads only, plus SubjectAccessReviews,
-which change nothing): the objects :class:`~mco_py.doctor.cluster_checks.ClusterView` holds."""
+which change nothing): the objects :class:`~mco_py.doctor.cluster_view.ClusterView` holds."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from mco_py.doctor.cluster_checks import (
+from mco_py.doctor.cluster_checks import GUARD_PODS_PROBE, access_table
+from mco_py.doctor.cluster_view import (
     CRD_NAME,
-    GUARD_PODS_PROBE,
     KATA_RUNTIME_CLASS,
     LEASE_NAME,
     NAMESPACE,
@@ -28,7 +28,6 @@ from mco_py.doctor.cluster_checks import (
     Access,
     ClusterView,
     Read,
-    access_table,
 )
 from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL

@@ -24,7 +24,7 @@ PARTS: dict[str, tuple[str, str, int]] = {
     "analyzer": ("analyzer.yaml", "metrics_port", 9878),
     "extender": ("extender.yaml", "listen", 9879),
 }
-#: Largest HTTP answer read (a collector's /metrics is ~10 KiB).
+#: Largest HTTP answer read (a collector's /metrics is a small fraction of it).
 MAX_BODY = 4 * 1024 * 1024
 
 

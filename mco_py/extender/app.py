@@ -13,7 +13,6 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -32,19 +31,13 @@ from mco_py.errors import DecodeError
 from mco_py.extender import wire
 from mco_py.extender.metrics import ExtenderMetrics
 from mco_py.extender.source import LabelLookup, ReportSource
+from mco_py.obs.http_app import Request, Response
 from mco_py.obs.logging import truncate
 
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    status: int
-    content_type: str
-    body: bytes
 
 
 class _Decoded(Protocol):
@@ -144,12 +137,14 @@ class ExtenderApp:
             self._routes[path] = result
         return result
 
-    def handle(self, method: str, path: str, body: bytes | bytearray, *, too_large: bool = False) -> Response:
-        """Answer one request. ``too_large``: the body exceeded the limit and was dropped."""
+    def handle(self, request: Request) -> Response:
+        """Answer one request (:class:`mco_py.obs.http_app.App`)."""
         started = time.perf_counter()
-        clean, route, version = self.route_of(path)
+        clean, route, version = self.route_of(request.path)
         try:
-            response = self._dispatch(method, clean, route, version=version, body=body, too_large=too_large)
+            response = self._dispatch(
+                request.method, clean, route, version=version, body=request.body, too_large=request.too_large
+            )
         except Exception:  # fail open: no request may ever get a 5xx or an error body
             self._internal_error(route, "internal error; answering fail-open")
             response = self._fail_open(route)

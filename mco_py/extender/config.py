@@ -18,7 +18,6 @@ Example (every key optional; these are the defaults)::
     maxClockSkewSeconds: 5.0
     listen: ":9879"
     maxBodyBytes: 134217728     # larger requests are answered fail-open without decoding
-    decoder: msgspec            # msgspec | stdlib (comparison only)
     logLevel: info
     maxConnections: 512         # at the cap the longest-idle connection is closed, else a new one gets 503
     headerTimeoutSeconds: 10    # first byte of a request (or the connection's opening) to its last header
@@ -40,28 +39,10 @@ import yaml
 from mco_py.analysis.policy import PolicySettings
 from mco_py.errors import ConfigError
 from mco_py.model import SIGNAL_NAMES
+from mco_py.obs.http_app import Limits
 
 DEFAULT_PATH = Path("/etc/mco/extender.yaml")
 DEFAULT_MAX_BODY = 128 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Connection discipline of the HTTP server (``maxConnections``, ``*TimeoutSeconds``)."""
-
-    max_connections: int = 512
-    """Open connections at most. Volcano opens up to 16, kube-scheduler a few per extender."""
-    header_timeout: float = 10.0
-    """Seconds from a request's first byte (or the connection's opening) to the end of its headers."""
-    body_timeout: float = 30.0
-    """Seconds a request body (or a paused reply) may go without progress."""
-    request_timeout: float = 60.0
-    """Seconds from a request's first byte to its last, whatever the progress."""
-    idle_timeout: float = 120.0
-    """Seconds a keep-alive connection may wait for its next request. Longer than Go's 90 s
-    ``IdleConnTimeout``, so the schedulers close first and never send a POST into a closing socket."""
-    sweep_interval: float = 1.0
-    """Seconds between deadline checks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,22 +65,24 @@ class ExtenderConfig:
     """Listen port (0 = any free port)."""
     max_body_bytes: int = DEFAULT_MAX_BODY
     """Requests larger than this are answered fail-open without decoding."""
-    decoder: str = "msgspec"
-    """``msgspec`` (fast) or ``stdlib`` (comparison)."""
     log_level: str = "info"
     """Log level."""
     policy: PolicySettings = field(default_factory=PolicySettings)
     """Filter and score settings."""
     limits: Limits = field(default_factory=Limits)
     """Connection cap and timeouts."""
+    notes: tuple[str, ...] = ()
+    """Warnings about the file (keys that are read but no longer mean anything), logged at start."""
 
 
 _KNOWN = {
     "mode", "reportFile", "kubeconfig", "crName", "crStatusTTLSeconds", "fallbackWhenCROutdated",
     "hardConstraints", "volcanoVersion", "kataRuntimeClassPrefixes", "scoreWeight", "unknownScore",
-    "maxClockSkewSeconds", "listen", "maxBodyBytes", "decoder", "logLevel",
+    "maxClockSkewSeconds", "listen", "maxBodyBytes", "logLevel",
     "maxConnections", "headerTimeoutSeconds", "bodyTimeoutSeconds", "requestTimeoutSeconds", "idleTimeoutSeconds",
 }  # fmt: skip
+#: Keys still read, with why they no longer mean anything.
+_RETIRED = {"decoder": "ignored: the extender always decodes with msgspec"}
 
 
 def _number(doc: Mapping[str, Any], key: str, default: float, *, minimum: float = 0.0) -> float:
@@ -185,7 +168,7 @@ def config_from_mapping(doc: Mapping[str, Any], *, source: str = "config") -> Ex
 def _from_mapping(doc: Mapping[str, Any]) -> ExtenderConfig:
     if not isinstance(doc, Mapping):
         raise ConfigError("expected a mapping of settings at the top level")
-    unknown = sorted(str(k) for k in doc if k not in _KNOWN)
+    unknown = sorted(str(k) for k in doc if k not in _KNOWN and k not in _RETIRED)
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(_KNOWN))}")
     prefixes = doc.get("kataRuntimeClassPrefixes", ["kata"])
@@ -230,10 +213,10 @@ def _from_mapping(doc: Mapping[str, Any]) -> ExtenderConfig:
         host=host,
         port=port,
         max_body_bytes=max_body,
-        decoder=_text(doc, "decoder", "msgspec", ("msgspec", "stdlib")),
         log_level=_text(doc, "logLevel", "info", ("debug", "info", "warning", "error")),
         policy=policy,
         limits=limits,
+        notes=tuple(f"{key}: {why}; remove it from the file" for key, why in _RETIRED.items() if key in doc),
     )
 
 

@@ -7,87 +7,24 @@ the behaviour and ``docs/extender.md`` for the routes and settings.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
-import functools
-import gc
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
 
 from prometheus_client import CollectorRegistry
 
 from mco_py.errors import ConfigError
 from mco_py.extender.app import ExtenderApp
 from mco_py.extender.config import DEFAULT_PATH, ExtenderConfig, load_config, with_overrides
-from mco_py.extender.server import serve_forever
 from mco_py.extender.source import FileReportSource, NodeLabelCache, NoLabels, WatchReportSource
-from mco_py.extender.wire import make_decoder
+from mco_py.extender.wire import MsgspecDecoder
 from mco_py.model import GROUP, PLURAL, VERSION
+from mco_py.obs import process
+from mco_py.obs.http import serve_forever
 from mco_py.obs.logging import setup_logging
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
 log = logging.getLogger(__name__)
-
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-
-
-@functools.cache
-def _glibc() -> ctypes.CDLL | None:
-    """The C library (looked up once: ``find_library`` runs ldconfig), or None when not found."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    try:
-        return ctypes.CDLL(name)
-    except OSError:
-        return None
-
-
-def _glibc_function(name: str) -> Any:
-    """The C library's function ``name``, or None (no C library, or one without it: musl and others)."""
-    return getattr(_glibc(), name, None)
-
-
-def tune_malloc() -> bool:
-    """Keep large request buffers in the heap (glibc returns >128 KiB blocks to the OS on free by default,
-    so every large request page-faults). Returns False when not on glibc."""
-    mallopt = _glibc_function("mallopt")
-    if mallopt is None:
-        return False
-    ok = mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024) == 1
-    return bool(mallopt(_M_TRIM_THRESHOLD, 1024 * 1024 * 1024) == 1 and ok)
-
-
-def glibc_malloc_trim() -> Callable[[int], object] | None:
-    """glibc's ``malloc_trim(pad)`` (gives the heap's free pages back to the OS), or None when not on glibc.
-
-    The server runs it a while after large requests (``server.HeapTrimmer``): with the
-    thresholds of :func:`tune_malloc` nothing else ever shrinks the heap.
-    """
-    trim = _glibc_function("malloc_trim")
-    if trim is None:
-        return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return cast("Callable[[int], object]", trim)
-
-
-def tune_gc() -> None:
-    """Keep the cyclic GC off the request path's tail.
-
-    Everything alive after start-up (modules, config, the first report) is frozen out of
-    the collector's view, and the young generation is collected less often: a request
-    allocates a few hundred tracked objects (decoded labels and maps) that die with it,
-    so frequent young collections found nothing, and each full one walked every module
-    object — a pause of several milliseconds that landed on some unlucky request's p99.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 50, 100)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--volcano-version", default=None, help="reply format of /volcano/<verb>: 1.9 or 1.10")
     parser.add_argument("--ttl-seconds", type=float, default=None, help="crStatusTTLSeconds")
     parser.add_argument("--score-weight", type=float, default=None, help="scoreWeight")
-    parser.add_argument("--decoder", choices=("msgspec", "stdlib"), default=None, help="request decoder")
     parser.add_argument("--max-body-bytes", type=int, default=None, help="larger requests are answered fail-open")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
     parser.add_argument("--no-uvloop", action="store_true", help="use the plain asyncio event loop")
@@ -120,7 +56,6 @@ def build_config(args: argparse.Namespace) -> ExtenderConfig:
             "volcano_version": args.volcano_version,
             "ttl_seconds": args.ttl_seconds,
             "score_weight": args.score_weight,
-            "decoder": args.decoder,
             "max_body_bytes": args.max_body_bytes,
             "log_level": args.log_level,
         },
@@ -134,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"mco extender: {exc}", file=sys.stderr)
         return 2
     setup_logging(cfg.log_level)
-    tuned = tune_malloc()
-    trim_heap = glibc_malloc_trim() if tuned else None
+    for note in cfg.notes:
+        log.warning("config: %s", note)
 
     labels: NodeLabelCache | NoLabels
     source: FileReportSource | WatchReportSource
@@ -164,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         policy=cfg.policy,
         source=source,
         labels=labels,
-        decoder=make_decoder(cfg.decoder),
+        decoder=MsgspecDecoder(),
         registry=CollectorRegistry(),
         volcano_version=cfg.volcano_version,
     )
@@ -180,13 +115,12 @@ def run(args: argparse.Namespace) -> int:
                 "mode": cfg.mode,
                 "source": source.describe(),
                 "volcanoVersion": cfg.volcano_version,
-                "decoder": cfg.decoder,
-                "mallocTuned": tuned,
-                "heapTrim": trim_heap is not None,
+                "mallocTuned": tuning.malloc_tuned,
+                "heapTrim": tuning.trim is not None,
             },
         )
 
-    tune_gc()
+    tuning = process.tune("extender")
     try:
         serve_forever(
             app,
@@ -196,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
             limits=cfg.limits,
             on_listening=_listening,
             use_uvloop=not args.no_uvloop,
-            trim_heap=trim_heap,
+            trim_heap=tuning.trim,
+            on_guard=app.metrics.watch_connections,
         )
     except OSError as exc:
         log.error("cannot listen", extra={"host": cfg.host, "port": cfg.port, "error": str(exc)})

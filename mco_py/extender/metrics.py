@@ -75,13 +75,13 @@ class _HotCollector(Collector):
             "Filter/score decisions per node, by verb, result (pass, reject, score) and reason",
             labels=["verb", "result", "reason"],
         )
-        for (verb, result, reason), count in sorted(m._decisions.items()):
+        for (verb, result, reason), count in sorted(m.decision_counts().items()):
             decisions.add_metric([verb, result, reason], count)
         yield decisions
         requests = CounterMetricFamily(
             "mco_extender_requests_total", "HTTP requests by route and status code", labels=["route", "code"]
         )
-        for (route, code), count in sorted(m._requests.items()):
+        for (route, code), count in sorted(m.request_counts().items()):
             requests.add_metric([route, str(code)], count)
         yield requests
         latency = HistogramMetricFamily(
@@ -89,12 +89,12 @@ class _HotCollector(Collector):
             "Time from the full request to the reply being queued, by route",
             labels=["route"],
         )
-        for route, (counts, total) in m._latency.items():
+        for route, (counts, total) in m.latency_counts().items():
             cumulative, running = [], 0
-            for bound, count in zip(_BOUND_LABELS, list(counts), strict=True):
+            for bound, count in zip(_BOUND_LABELS, counts, strict=True):
                 running += count
                 cumulative.append((bound, float(running)))
-            latency.add_metric([route], cumulative, total[0])
+            latency.add_metric([route], cumulative, total)
         yield latency
 
 
@@ -190,6 +190,18 @@ class ExtenderMetrics:
         if self._connections is None:
             self._connections = _ConnectionCollector(guard)
             self.registry.register(self._connections)
+
+    def decision_counts(self) -> dict[tuple[str, str, str], float]:
+        """Decisions so far by (verb, result, reason); a copy."""
+        return dict(self._decisions)
+
+    def request_counts(self) -> dict[tuple[str, int], float]:
+        """Requests so far by (route, status code); a copy."""
+        return dict(self._requests)
+
+    def latency_counts(self) -> dict[str, tuple[list[int], float]]:
+        """Per route: requests per latency bucket (not cumulative; the last is ``+Inf``) and the seconds summed."""
+        return {route: (list(counts), total[0]) for route, (counts, total) in self._latency.items()}
 
     def decision(self, verb: str, result: str, reason: str, count: int = 1) -> None:
         key = (verb, result, reason)

@@ -1,5 +1,9 @@
 """Leader election over a ``coordination.k8s.io/v1`` Lease (one report writer).
 
+Ours, not ``kubernetes.leaderelection``: that one's ``run()`` cannot be stopped (a candidate
+loops in ``acquire`` until it leads), judges expiry by the wall clock alone, and takes no
+injected clock, so neither a clean shutdown nor the skew tests below could use it.
+
 The holder renews ``renewTime`` every ``retry_period``; every update carries the
 ``resourceVersion`` it read, so two candidates racing for an expired lease cannot both
 win (the loser gets 409). A lease counts as expired when its ``renewTime`` is older than

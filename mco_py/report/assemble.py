@@ -10,8 +10,10 @@ state that is not whole, so no node is ever missing or duplicated.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from mco_py.errors import ReportError
 from mco_py.model import NO_DIMENSIONS, NodeAssessment, Report
@@ -98,7 +100,9 @@ def _changed(old: NodeAssessment, change: NodeAssessment) -> NodeAssessment:
     """``old`` (its shard's entry) with the level, score and dominant dimension of ``change``. Its
     dimensions go: they are as old as the shard, and without them a pod's sensitivity is judged
     by the node score (:func:`~mco_py.analysis.policy.pod_interference`)."""
-    return replace(old, level=change.level, score=change.score, dominant=change.dominant, dimensions=NO_DIMENSIONS)
+    return msgspec.structs.replace(
+        old, level=change.level, score=change.score, dominant=change.dominant, dimensions=NO_DIMENSIONS
+    )
 
 
 Laid = dict[str, tuple[NodeAssessment | None, str, NodeAssessment]]

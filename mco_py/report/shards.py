@@ -120,7 +120,8 @@ class ShardPlanner:
 
     The planner assumes that what it planned was written; after a failed or skipped write call
     :meth:`reset`, so the next round starts a new generation and writes everything. Entries are
-    made (``record``) only for the nodes written: at 65,000 nodes a round writes a tenth of them.
+    made (``record``) only for the nodes written: at 65,000 nodes a round writes a small share of
+    them (docs/benchmarks.md, "Sharded report").
     """
 
     def __init__(

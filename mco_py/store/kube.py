@@ -104,10 +104,11 @@ def _send_json(
     content_type: str = "application/json",
     timeout: float,
 ) -> None:
-    """Send ``body``, JSON already encoded (msgspec: a few ms per MB), to ``path`` with the client's
-    own authentication and TLS. The client's generated methods would turn it into Python objects
-    and ``json.dumps`` them again (~100 ms per MB). Raises ``ApiException`` for a status of 300
-    or above, as those methods do, and urllib3 or OS errors when the server cannot be reached."""
+    """Send ``body``, JSON already encoded with msgspec (its cost: docs/benchmarks.md, "Sharded
+    report"), to ``path`` with the client's own authentication and TLS. The client's generated
+    methods would turn it into Python objects and ``json.dumps`` them again, many times slower.
+    Raises ``ApiException`` for a status of 300 or above, as those methods do, and urllib3 or OS
+    errors when the server cannot be reached."""
     method, url, headers, _, _ = api_client.param_serialize(
         method,
         path,
@@ -265,8 +266,8 @@ class KubeReportStore:
         """Every shard of a new generation, while the report object keeps naming the generation readers
         serve: the shards of any other generation (a failed attempt) go first, and its heartbeat goes
         on every ``heartbeat_seconds`` (a first generation of 65,000 nodes takes longer than the
-        extender's TTL to write). Raises :class:`GenerationTaken` when the report object already
-        names this generation or a later one."""
+        extender's TTL to write: docs/benchmarks.md, "Sharded report"). Raises
+        :class:`GenerationTaken` when the report object already names this generation or a later one."""
         try:
             raw = self._get().get("status")
         except ReportNotFound:

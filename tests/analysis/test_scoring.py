@@ -8,10 +8,13 @@ import itertools
 import pickle
 from collections import deque
 
+import msgspec
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from mco_py.analysis.reasons import hot_reasons, rule_texts, whole
 from mco_py.analysis.rules import (
+    RANKED_LEVELS,
     DetectionRules,
     Dimension,
     Hysteresis,
@@ -20,15 +23,7 @@ from mco_py.analysis.rules import (
     Smoothing,
     Staleness,
 )
-from mco_py.analysis.scoring import (
-    RANKED_LEVELS,
-    Scorer,
-    _hot_reasons,
-    _rule_texts,
-    _whole,
-    combine_dimensions,
-    reversals,
-)
+from mco_py.analysis.scoring import Scorer, combine_dimensions, reversals
 from mco_py.model import DimensionScore, Level, Sample, SignalReading
 from tests.analysis import oracle
 
@@ -484,7 +479,7 @@ def test_staleness_unknown_then_forgotten(silence: float, stale: float, extra: f
 @given(st.fixed_dictionaries({n: st.floats(min_value=0, max_value=120) for n in scored_names}))
 def test_fast_reason_lines_are_the_oracles(given_values: dict[str, float]) -> None:
     r = rules()
-    assert _hot_reasons(given_values.items(), _rule_texts(r)) == oracle.reason_lines(given_values, r)
+    assert hot_reasons(given_values.items(), rule_texts(r)) == oracle.reason_lines(given_values, r)
 
 
 lazy_values = st.one_of(st.none(), st.floats(min_value=0, max_value=120), st.sampled_from([0.0, 20.0, 50.0]))
@@ -528,7 +523,7 @@ def test_lazy_reasons_are_the_eager_ones_of_the_assessment_time(
     for item, expected in zip(*pairs[-1], strict=True):
         assert pickle.loads(pickle.dumps(item)) == expected
         assert copy.copy(item) == expected
-        assert dataclasses.replace(item, signals={}) == dataclasses.replace(expected, signals={})
+        assert msgspec.structs.replace(item, signals={}) == msgspec.structs.replace(expected, signals={})
 
 
 @given(
@@ -540,4 +535,4 @@ def test_lazy_reasons_are_the_eager_ones_of_the_assessment_time(
 )
 @example(-0.0)
 def test_whole_numbers_from_the_table_equal_zero_decimal_formatting(x: float) -> None:
-    assert _whole(x) == (f"{x:.0f}" if x != 0 else "0")  # -0.0 too: a reason never says "-0"
+    assert whole(x) == (f"{x:.0f}" if x != 0 else "0")  # -0.0 too: a reason never says "-0"

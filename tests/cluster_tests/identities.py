@@ -7,7 +7,8 @@ what the doctor asks is what the roles are tested to grant.
 
 from __future__ import annotations
 
-from mco_py.doctor.cluster_checks import ACCESS, NAMESPACE
+from mco_py.doctor.cluster_checks import ACCESS
+from mco_py.doctor.cluster_view import NAMESPACE
 
 NS = NAMESPACE
 

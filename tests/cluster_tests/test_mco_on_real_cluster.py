@@ -15,15 +15,15 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 import yaml
+from msgspec.structs import replace
 
-from mco_py.doctor.cluster_checks import CLOCK_SLACK_S
+from mco_py.doctor.cluster_view import CLOCK_SLACK_S
 from mco_py.kube.client import load_api_client
 from mco_py.model import SIGNAL_NAMES, DimensionScore, Level, NodeAssessment, Report, Sample
 from mco_py.report.builder import ReportBuilder

@@ -4,6 +4,7 @@ configuration errors. Real cgroups on this host and kill -9: test_guard_cgroups.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 from pathlib import Path
@@ -24,10 +25,13 @@ from mco_py.analysis.guard import (
     rules_from_mapping,
 )
 from mco_py.analysis.workloads import WorkloadPod, pod_group
-from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter, WorkloadPressureSource, detect_layout
+from mco_py.collector.cgroups import Layout, PressureMeter, WorkloadPressureSource
 from mco_py.collector.config import load_settings
-from mco_py.collector.guard_loop import Guard
-from mco_py.collector.mem_io import IoKnob
+from mco_py.collector.guard.files import detect_layout
+from mco_py.collector.guard.journal import Journal
+from mco_py.collector.guard.knobs import CpuLimits, IoKnob
+from mco_py.collector.guard.loop import NodeGuard
+from mco_py.collector.guard.writer import LimitWriter
 from mco_py.collector.workload_groups import WorkloadGroups, detect_driver
 from mco_py.errors import ConfigError
 
@@ -238,8 +242,8 @@ class Clock:
         return self.now
 
 
-def make_guard(root: Path, tmp: Path, clock: Clock, mode: str = "on") -> Guard:
-    return Guard(
+def make_guard(root: Path, tmp: Path, clock: Clock, mode: str = "on") -> NodeGuard:
+    return NodeGuard(
         detect_layout(root),
         online=["online.slice"],
         offline=["offline.slice/job-1", "offline.slice/job-2"],
@@ -251,7 +255,7 @@ def make_guard(root: Path, tmp: Path, clock: Clock, mode: str = "on") -> Guard:
     )
 
 
-def run_interval(guard: Guard, root: Path, clock: Clock, stall_share: float) -> Action:
+def run_interval(guard: NodeGuard, root: Path, clock: Clock, stall_share: float) -> Action:
     """One second in which the online group stalled ``stall_share`` of the time."""
     text = (root / "online.slice" / "cpu.pressure").read_text()
     total = int(text.split("total=")[1].split()[0])
@@ -284,7 +288,7 @@ def test_on_a_v2_tree_only_offline_groups_are_limited_and_everything_is_put_back
     # the kubelet (or anyone) writes over the limit: the guard puts it back and counts it
     (root / "offline.slice/job-1/cpu.max").write_text("max 100000")
     run_interval(guard, root, clock, 0.5)
-    assert guard.status.reasserted == 1
+    assert guard.writer.counts().reasserted == 1
     assert (root / "offline.slice/job-1/cpu.max").read_text() == "50000 100000"  # 0.125 of 4 CPUs
     run_interval(guard, root, clock, 0.5)
     assert (root / "offline.slice/job-1/cpu.max").read_text() == "40000 100000"  # the floor: 0.1 of 4 CPUs
@@ -323,7 +327,9 @@ def test_dry_run_decides_but_writes_nothing(tmp_path: Path) -> None:
     assert families["mco_guard_offline_cpu_limit_ratio"].rows == [((), 0.5)]
 
 
-def test_a_journal_left_by_a_killed_guard_is_restored_at_start(tmp_path: Path) -> None:
+def test_a_journal_left_by_a_killed_guard_is_restored_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice/job-1", "offline.slice/job-2"])
     clock = Clock()
     first = make_guard(root, tmp_path, clock)
@@ -333,9 +339,15 @@ def test_a_journal_left_by_a_killed_guard_is_restored_at_start(tmp_path: Path) -
     # killed here (no close); a new guard starts
     (root / "offline.slice/job-2").rename(root / "offline.slice/gone")  # a group removed meanwhile
     second = make_guard(root, tmp_path, Clock())
-    second.recover()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        second.recover()
     assert (root / "offline.slice/job-1/cpu.max").read_text() == "max 100000"
     assert not (tmp_path / "journal.json").exists()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", f"restored the CPU limits a killed guard left (journal {tmp_path / 'journal.json'})")
+    ]
+    assert not second.status.failing
 
 
 def test_groups_cannot_escape_the_tree_or_be_both_classes(tmp_path: Path) -> None:
@@ -346,10 +358,10 @@ def test_groups_cannot_escape_the_tree_or_be_both_classes(tmp_path: Path) -> Non
             layout.check_group(bad)
     for online, offline in (("a", "/a/"), ("a", "a/pod-1"), ("a/pod-1", "a")):
         with pytest.raises(ConfigError, match="are the same group or one holds the other"):
-            Guard(
+            NodeGuard(
                 layout, online=[online], offline=[offline], rules=GuardRules(), mode="on", journal_path=tmp_path / "j"
             )
-    Guard(layout, online=["a"], offline=["ab"], rules=GuardRules(), mode="on", journal_path=tmp_path / "j")
+    NodeGuard(layout, online=["a"], offline=["ab"], rules=GuardRules(), mode="on", journal_path=tmp_path / "j")
 
 
 def test_layouts(tmp_path: Path) -> None:
@@ -382,16 +394,16 @@ def test_v1_limits_and_the_journal_round_trip(tmp_path: Path) -> None:
     (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
     (cpu / "cpu.cfs_quota_us").write_text("-1\n")
     (cpu / "cpu.cfs_period_us").write_text("50000\n")
-    limits = CpuLimits(detect_layout(tmp_path))
+    layout = detect_layout(tmp_path)
+    limits = CpuLimits(layout)
     assert limits.text_for("offline", 1.5) == "75000"
     assert limits.text_for("offline", 0.0) == "1000", "the kernel's smallest quota"
     assert limits.text_for("offline", None) == "-1"
-    journal = Journal(tmp_path / "state" / "j.json", limits)
-    journal.remember("offline")
-    assert json.loads(journal.path.read_text())["limits"] == {"offline/cpu.cfs_quota_us": "-1"}
-    limits.write_raw("offline", "75000")
+    writer = LimitWriter(layout, Journal(tmp_path / "state" / "j.json", layout))
+    writer.write("offline", limits.quota_file, "75000")
+    assert json.loads(writer.journal.path.read_text())["limits"] == {"offline/cpu.cfs_quota_us": "-1"}
     assert limits.cores("offline") == 1.5
-    assert journal.restore() == []
+    assert writer.restore() == []
     assert limits.cores("offline") is None
 
 
@@ -444,7 +456,9 @@ def test_a_tighter_limit_of_a_groups_own_is_never_raised(tmp_path: Path) -> None
     assert (root / "offline.slice/job-2/cpu.max").read_text().strip() == "50000 100000"
 
 
-def test_a_write_back_that_fails_stays_recorded_and_is_retried(tmp_path: Path) -> None:
+def test_a_write_back_that_fails_stays_recorded_and_is_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     root = v2_tree(tmp_path / "cg", ["online.slice", "offline.slice/job-1", "offline.slice/job-2"])
     journal_file = tmp_path / "journal.json"
     journal_file.write_text(
@@ -462,9 +476,14 @@ def test_a_write_back_that_fails_stays_recorded_and_is_retried(tmp_path: Path) -
     path.unlink()
     path.mkdir()  # the write-back fails (even for root)
     guard = make_guard(root, tmp_path, Clock())
-    guard.recover()
+    with caplog.at_level(logging.WARNING):
+        guard.recover()
     assert guard.status.failing
-    assert guard.journal.original("offline.slice/job-1", "cpu.max") == "max 100000", "kept, not re-read"
+    assert guard.writer.counts().failures == 1
+    assert [(r.levelname, r.getMessage().split(": ")[0]) for r in caplog.records] == [
+        ("ERROR", f"cannot restore the CPU limits a killed guard left (journal {journal_file})")
+    ], "said once, as a failure"
+    assert guard.writer.journal.original("offline.slice/job-1", "cpu.max") == "max 100000", "kept, not re-read"
     assert json.loads(journal_file.read_text())["limits"] == {"offline.slice/job-1/cpu.max": "max 100000"}
     path.rmdir()
     path.write_text("40000 100000")  # what the killed guard left
@@ -538,7 +557,7 @@ def test_pods_the_analyzer_names_are_watched_and_limited_and_a_relabelled_one_ge
     assert detect_driver(layout.cpu_root) == "systemd"
     groups = WorkloadGroups((), (), driver="systemd")
     clock = Clock()
-    guard = Guard(
+    guard = NodeGuard(
         layout, groups=groups, rules=GuardRules(), mode="on", journal_path=tmp_path / "j.json", node="n", cpus=4,
         clock=clock, wall_clock=lambda: 1e9,
     )  # fmt: skip
@@ -551,7 +570,7 @@ def test_pods_the_analyzer_names_are_watched_and_limited_and_a_relabelled_one_ge
     assert guard.step() is Action.THROTTLE
     assert (root / offline / "cpu.max").read_text() == "200000 100000", "half of 4 CPUs"
     assert (root / online / "cpu.max").read_text() == "max 100000\n", "online pods are never written"
-    assert guard.status.write_errors == 0
+    assert guard.writer.counts().failures == 0
     changes = guard.take_changes()
     assert [(c.node, c.action, c.limit_before, c.limit, c.cpus) for c in changes] == [
         ("n", Action.THROTTLE, None, 0.5, 4)
@@ -604,8 +623,8 @@ def memory_io_tree(tmp_path: Path, memory: int, io_stat: str) -> tuple[Path, Pat
 def test_memory_and_io_are_limited_as_shares_of_their_use_and_given_back(tmp_path: Path) -> None:
     root, off = memory_io_tree(tmp_path, 400 * 2**20, "254:0 rbytes=0 wbytes=0 rios=0 wios=0 dbytes=0 dios=0\n")
     clock = Clock()
-    guard = Guard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
-                  mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock)  # fmt: skip
+    guard = NodeGuard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
+                      mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock)  # fmt: skip
     assert set(guard.knobs) == {"memory", "io"}
     guard.step()
     # the offline group reads 100 MiB/s; the online one stalls on memory and on I/O
@@ -639,7 +658,7 @@ def test_a_killed_guards_io_and_memory_limits_go_at_the_next_start(tmp_path: Pat
     clock = Clock()
     args = {"online": ["online.slice"], "offline": ["offline.slice"], "rules": GuardRules(), "mode": "on",
             "journal_path": tmp_path / "j.json", "cpus": 2, "clock": clock}  # fmt: skip
-    killed = Guard(detect_layout(root), **args)  # type: ignore[arg-type]
+    killed = NodeGuard(detect_layout(root), **args)  # type: ignore[arg-type]
     killed.step()
     (off / "io.stat").write_text(f"8:0 rbytes=0 wbytes={40 * 2**20}\n")
     set_stall(root, "online.slice", "memory", 500_000)
@@ -648,7 +667,7 @@ def test_a_killed_guards_io_and_memory_limits_go_at_the_next_start(tmp_path: Pat
     killed.step()
     assert (off / "memory.high").read_text() != "max\n"
     assert "wbps=20971520" in (off / "io.max").read_text()
-    Guard(detect_layout(root), **args).recover()  # type: ignore[arg-type]
+    NodeGuard(detect_layout(root), **args).recover()  # type: ignore[arg-type]
     assert (off / "memory.high").read_text() == "max"
     assert (off / "io.max").read_text() == "8:0 rbps=max wbps=max"
 
@@ -658,8 +677,8 @@ def test_io_on_a_device_the_group_had_not_used_counts_from_the_interval_it_began
     TCG node shows it: tests/vm): the first interval's writes are the group's rate, not 0."""
     root, off = memory_io_tree(tmp_path, 64 * 2**20, "")
     clock = Clock()
-    guard = Guard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
-                  mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock, resources=("io",))  # fmt: skip
+    guard = NodeGuard(detect_layout(root), online=["online.slice"], offline=["offline.slice"], rules=GuardRules(),
+                      mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock, resources=("io",))  # fmt: skip
     guard.step()
     (off / "io.stat").write_text(f"254:16 rbytes=0 wbytes={40 * 2**20} rios=0 wios=160 dbytes=0 dios=0\n")
     set_stall(root, "online.slice", "io", 500_000)

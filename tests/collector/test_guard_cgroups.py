@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mco_py.collector.cgroups import detect_layout
+from mco_py.collector.guard.files import detect_layout
 
 ROOT = Path("/sys/fs/cgroup")
 
@@ -197,7 +197,7 @@ def test_memory_and_io_limits_on_real_v1_controllers(tmp_path: Path) -> None:
     reader then keeps to, while the online group (a pressure tree of our own, for a pressure we
     choose) stalls; it loses both when it is calm."""
     from mco_py.analysis.guard import GuardRules
-    from mco_py.collector.guard_loop import Guard
+    from mco_py.collector.guard.loop import NodeGuard
     from tests.collector.test_guard import Clock, set_stall, v2_tree
 
     real = detect_layout(ROOT)
@@ -236,8 +236,8 @@ def test_memory_and_io_limits_on_real_v1_controllers(tmp_path: Path) -> None:
         for group in (made[0], container, made[2]):
             (group / "cgroup.procs").write_text(str(worker.pid))
         clock = Clock()
-        guard = Guard(layout, online=[f"{name}/online"], offline=[f"{name}/offline"], rules=GuardRules(),
-                      mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock)  # fmt: skip
+        guard = NodeGuard(layout, online=[f"{name}/online"], offline=[f"{name}/offline"], rules=GuardRules(),
+                          mode="on", journal_path=tmp_path / "j.json", cpus=2, clock=clock)  # fmt: skip
         guard.step()
         time.sleep(1.0)
         clock.now = 1.0
@@ -261,7 +261,7 @@ def test_memory_and_io_limits_on_real_v1_controllers(tmp_path: Path) -> None:
         before = _read_bytes(container, device)
         time.sleep(2.0)
         assert (_read_bytes(container, device) - before) / 2 <= 1.5 * limit, "the reader keeps to its limit"
-        assert guard.status.write_errors == 0
+        assert guard.writer.counts().failures == 0
         for i in range(5, 120):  # calm: up in steps, then lifted
             clock.now = float(i)
             guard.step()

@@ -17,9 +17,9 @@ from mco_py.analyzer.engine import Engine
 from mco_py.analyzer.metrics import AnalyzerMetrics
 from mco_py.analyzer.service import create_server
 from mco_py.analyzer.workloads import WorkloadIndex
-from mco_py.collector.cgroups import detect_layout
 from mco_py.collector.config import StreamConfig
-from mco_py.collector.guard_loop import Guard
+from mco_py.collector.guard.files import detect_layout
+from mco_py.collector.guard.loop import NodeGuard
 from mco_py.collector.signals import NodeSample, Reading
 from mco_py.collector.stream import StreamFanout, apply_guard_control
 from mco_py.collector.workload_groups import WorkloadGroups
@@ -53,8 +53,8 @@ def test_rules_and_pods_go_down_the_stream_and_changes_come_back(tmp_path: Path)
     )  # fmt: skip
     root = v2_tree(tmp_path / "cg", ["kubepods.slice"])
     groups = WorkloadGroups((), (), driver="systemd")
-    guard = Guard(detect_layout(root), groups=groups, rules=GuardRules(), mode="dry-run",
-                  journal_path=tmp_path / "j", node="node-a", cpus=2)  # fmt: skip
+    guard = NodeGuard(detect_layout(root), groups=groups, rules=GuardRules(), mode="dry-run",
+                      journal_path=tmp_path / "j", node="node-a", cpus=2)  # fmt: skip
     fanout = StreamFanout(
         StreamConfig(analyzers=(f"127.0.0.1:{port}",), **FAST),  # type: ignore[arg-type]
         collector_id="node-a",

@@ -16,17 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mco_py.doctor.checks import Check, Verdict
-from mco_py.doctor.cluster_checks import (
-    ACCESS,
-    GUARD_PODS_PROBE,
-    KATA_LABEL,
-    KVM_LABEL,
-    ClusterView,
-    Read,
-    access_table,
-    go_duration_seconds,
-    judge_cluster,
-)
+from mco_py.doctor.cluster_checks import ACCESS, GUARD_PODS_PROBE, access_table, judge_cluster
+from mco_py.doctor.cluster_view import KATA_LABEL, KVM_LABEL, ClusterView, Read
+from mco_py.doctor.volcano_checks import go_duration_seconds
 from mco_py.report.shards import shard_index
 from tests.cluster.cluster import free_port
 

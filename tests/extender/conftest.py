@@ -14,11 +14,12 @@ from prometheus_client import CollectorRegistry
 
 from mco_py.analysis.policy import PolicySettings
 from mco_py.extender.app import ExtenderApp
-from mco_py.extender.server import RunningServer, start_in_thread
 from mco_py.extender.source import FileReportSource, NoLabels
-from mco_py.extender.wire import make_decoder
 from mco_py.model import Level, NodeAssessment, Report
+from mco_py.obs.http import RunningServer, start_in_thread
 from mco_py.store.file import FileReportStore
+
+from .reference_decoder import decoder_named
 
 NOW = 1_795_000_000.0
 
@@ -111,10 +112,10 @@ def serve_fresh_report(directory: Path, decoder: str = "msgspec", **server_args:
         policy=PolicySettings(),
         source=FileReportSource(path),
         labels=NoLabels(),
-        decoder=make_decoder(decoder),
+        decoder=decoder_named(decoder),
         registry=CollectorRegistry(),
     )
-    return start_in_thread(app, **server_args)
+    return start_in_thread(app, on_guard=app.metrics.watch_connections, **server_args)
 
 
 @pytest.fixture
@@ -137,12 +138,14 @@ def make_extender(report_file: ReportFile, clock: Clock) -> Iterator[Callable[..
             policy=policy or PolicySettings(),
             source=source or FileReportSource(report_file.path),
             labels=labels or NoLabels(),
-            decoder=make_decoder(decoder),
+            decoder=decoder_named(decoder),
             registry=registry,
             volcano_version=volcano_version,
             clock=clock,
         )
-        server = start_in_thread(app, max_body=max_body, trim_heap=trim_heap, trim_delay=trim_delay)
+        server = start_in_thread(
+            app, max_body=max_body, trim_heap=trim_heap, trim_delay=trim_delay, on_guard=app.metrics.watch_connections
+        )
         ext = Extender(app, server, registry)
         started.append(ext)
         return ext

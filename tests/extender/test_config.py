@@ -41,7 +41,7 @@ def test_full_file(tmp_path):
     assert (cfg.host, cfg.port) == ("127.0.0.1", 0)
     assert cfg.report_file == Path("/tmp/r.json")
     assert not cfg.policy.fallback_when_outdated
-    assert cfg.decoder == "stdlib"
+    assert cfg.notes == ("decoder: ignored: the extender always decodes with msgspec; remove it from the file",)
     assert cfg.max_body_bytes == 2048
 
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mco_py.extender.config import Limits
-from mco_py.extender.server import RunningServer
+from mco_py.obs.http import RunningServer
+from mco_py.obs.http_app import Limits
 
 from . import bodies
 from .conftest import serve_fresh_report

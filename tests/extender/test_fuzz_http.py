@@ -13,9 +13,9 @@ from . import bodies, go_contract
 from .conftest import serve_fresh_report
 
 
-@pytest.fixture(scope="module", params=["msgspec", "stdlib"])
-def server(tmp_path_factory, request):
-    running = serve_fresh_report(tmp_path_factory.mktemp("fuzz"), request.param, max_body=256 * 1024)
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    running = serve_fresh_report(tmp_path_factory.mktemp("fuzz"), max_body=256 * 1024)
     conn = http.client.HTTPConnection("127.0.0.1", running.port, timeout=30)
     yield conn
     conn.close()

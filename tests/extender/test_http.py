@@ -11,13 +11,14 @@ from prometheus_client import CollectorRegistry
 
 from mco_py.analysis.policy import PolicySettings
 from mco_py.extender.app import ExtenderApp
-from mco_py.extender.server import start_in_thread
 from mco_py.extender.source import FileReportSource, NoLabels
-from mco_py.extender.wire import SENSITIVE_TO, make_decoder
+from mco_py.extender.wire import SENSITIVE_TO
 from mco_py.model import DimensionScore, Level, NodeAssessment
+from mco_py.obs.http import start_in_thread
 
 from . import bodies, go_contract
 from .conftest import NOW, assessment
+from .reference_decoder import decoder_named
 
 V19 = "/volcano/v1.9/predicate"
 V110 = "/volcano/v1.10/predicate"
@@ -446,11 +447,12 @@ def test_kube_filter_echoes_nodes_it_cannot_read_as_passing(make_extender, fresh
     assert set(scores) == {"worker-1", "worker-2"}
 
 
-def test_huge_request_head_gets_400(make_extender, fresh):
+@pytest.mark.parametrize("end", [b"\r\n\r\n", b""], ids=["whole", "unfinished"])
+def test_huge_request_head_gets_431(make_extender, fresh, end):
     ext = make_extender()
     with socket.create_connection(("127.0.0.1", ext.port), timeout=5) as sock:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 * 1024) + b"\r\n\r\n")
-        assert sock.recv(100).startswith(b"HTTP/1.1 400")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 * 1024) + end)
+        assert sock.recv(100).startswith(b"HTTP/1.1 431")
     assert ext.request("GET", "/healthz")[0] == 200
 
 
@@ -496,10 +498,10 @@ def test_stop_closes_open_keep_alive_connections(fresh):
         policy=PolicySettings(),
         source=FileReportSource(fresh.path),
         labels=NoLabels(),
-        decoder=make_decoder("msgspec"),
+        decoder=decoder_named("msgspec"),
         registry=CollectorRegistry(),
     )
-    running = start_in_thread(app)
+    running = start_in_thread(app, on_guard=app.metrics.watch_connections)
     with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
         sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert sock.recv(65536).startswith(b"HTTP/1.1 200")

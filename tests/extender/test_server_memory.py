@@ -10,7 +10,7 @@ import time
 import httptools
 import pytest
 
-from mco_py.extender.main import glibc_malloc_trim
+from mco_py.obs.process import malloc_trim
 
 from . import bodies
 
@@ -81,7 +81,7 @@ def test_heap_is_trimmed_after_a_large_body_dropped_half_way(make_extender, fres
     assert 1024 * 1024 < pads[0] <= 2 * 1024 * 1024
 
 
-def test_glibc_malloc_trim_is_found_and_callable():
-    trim = glibc_malloc_trim()
+def test_malloc_trim_is_found_and_callable():
+    trim = malloc_trim()
     assert trim is not None  # the test host and the service image run glibc
     assert trim(0) in (0, 1)  # 1 = memory was released

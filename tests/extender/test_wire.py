@@ -13,8 +13,9 @@ from mco_py.errors import DecodeError
 from mco_py.extender import wire
 
 from . import bodies
+from .reference_decoder import StdlibDecoder
 
-DECODERS = [wire.MsgspecDecoder(), wire.StdlibDecoder()]
+DECODERS = [wire.MsgspecDecoder(), StdlibDecoder()]
 SENSITIVE_TO = wire.SENSITIVE_TO
 
 

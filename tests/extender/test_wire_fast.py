@@ -23,11 +23,13 @@ from mco_py.errors import DecodeError
 from mco_py.extender import wire
 from mco_py.extender.app import ExtenderApp
 from mco_py.extender.source import FileReportSource, NoLabels
+from mco_py.obs.http_app import Request
 
 from . import bodies
 from .conftest import Clock, ReportFile
+from .reference_decoder import StdlibDecoder, decoder_named
 
-GENERIC = wire.StdlibDecoder()
+GENERIC = StdlibDecoder()
 FAST = wire.MsgspecDecoder()
 
 
@@ -188,11 +190,11 @@ def test_large_predicate_replies_match_the_stdlib_service(tmp_path, node, runtim
             policy=PolicySettings(),
             source=FileReportSource(report),
             labels=NoLabels(),
-            decoder=wire.make_decoder(decoder),
+            decoder=decoder_named(decoder),
             registry=CollectorRegistry(),
             clock=Clock(),
         )
-        replies.append(app.handle("POST", "/volcano/v1.10/predicate", raw).body)
+        replies.append(app.handle(Request("POST", "/volcano/v1.10/predicate", raw)).body)
     assert replies[0] == replies[1]
     passes = node == "worker-2" and (runtime_class is None or kata)
     assert (replies[0] == b'{"status":""}') == passes

@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from mco_py.analysis.guard import GuardRules
 from mco_py.analysis.policy import Fallback, ReportState
 from mco_py.analyzer.metrics import AnalyzerMetrics
-from mco_py.collector.cgroups import detect_layout
 from mco_py.collector.exporter import SIGNAL_METRICS, TOTAL_METRICS, CollectorMetrics
-from mco_py.collector.guard_loop import Guard
+from mco_py.collector.guard.files import detect_layout
+from mco_py.collector.guard.loop import NodeGuard
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus, Total
 from mco_py.extender.metrics import ExtenderMetrics
 from mco_py.model import DimensionScore, Level, NodeAssessment
@@ -58,7 +58,7 @@ def test_the_collector_with_every_signal_present(tmp_path: Path) -> None:
         (tree / group / "cpu.max").write_text("max 100000\n")
         for resource in ("cpu", "io", "memory"):
             (tree / group / f"{resource}.pressure").write_text("some avg10=0 avg60=0 avg300=0 total=5\n")
-    guard = Guard(
+    guard = NodeGuard(
         detect_layout(tree),
         online=["online"],
         offline=["offline"],
@@ -77,7 +77,7 @@ def test_the_collector_with_every_signal_present(tmp_path: Path) -> None:
     metrics.samples.update(NodeSample("n1", 1.0, 1.0, tuple(readings), {"psi": "procfs"}, tuple(totals)))
     metrics.sample_duration.observe(0.002)
     metrics.samples_taken.inc()
-    body = metrics.render_text(False)
+    body = generate_latest(registry)
     assert all(name.encode() in body for name in SEED_MS_NAMES)
     assert b"\nmco_node_pressure_io_full_seconds_total 12.5\n" in body
     assert b'\nmco_workload_pressure_seconds_total{class="offline",group="offline",resource="io"} 5e-06\n' in body

@@ -1,11 +1,11 @@
-"""The single-threaded /metrics server: HTTP/1.1 semantics, keep-alive, limits, failures."""
+"""/metrics on the shared HTTP server: HTTP/1.1 semantics, keep-alive, limits, failures."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import http.client
 import socket
-import threading
 import time
 from collections.abc import Iterable, Iterator
 
@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from mco_py.obs.metrics import BadRequest, MetricsServer, parse_head, start_metrics_server
+from mco_py.obs.http import RunningServer
+from mco_py.obs.metrics import METRICS_LIMITS, serve_metrics
 
 
 @pytest.fixture
@@ -26,11 +27,10 @@ def registry() -> CollectorRegistry:
 
 
 @pytest.fixture
-def served(registry: CollectorRegistry) -> Iterator[tuple[MetricsServer, int]]:
-    server, port = start_metrics_server(registry, host="127.0.0.1", port=0)
-    yield server, port
-    server.shutdown()
-    server.server_close()
+def served(registry: CollectorRegistry) -> Iterator[RunningServer]:
+    server = serve_metrics(registry, host="127.0.0.1", port=0)
+    yield server
+    server.stop()
 
 
 def _raw(port: int, payload: bytes, *, until_close: bool = True) -> bytes:
@@ -45,8 +45,8 @@ def _raw(port: int, payload: bytes, *, until_close: bool = True) -> bytes:
         return b"".join(chunks)
 
 
-def test_keep_alive_serves_several_scrapes_on_one_connection(served: tuple[MetricsServer, int]) -> None:
-    _, port = served
+def test_keep_alive_serves_several_scrapes_on_one_connection(served: RunningServer) -> None:
+    port = served.port
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         bodies = []
@@ -62,8 +62,8 @@ def test_keep_alive_serves_several_scrapes_on_one_connection(served: tuple[Metri
     assert all("mco_test_events_total 3.0" in body for body in bodies)
 
 
-def test_head_options_and_other_methods(served: tuple[MetricsServer, int]) -> None:
-    _, port = served
+def test_head_options_and_other_methods(served: RunningServer) -> None:
+    port = served.port
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         conn.request("HEAD", "/metrics")
@@ -84,8 +84,8 @@ def test_head_options_and_other_methods(served: tuple[MetricsServer, int]) -> No
         conn.close()
 
 
-def test_openmetrics_gzip_and_name_filter_follow_prometheus_client(served: tuple[MetricsServer, int]) -> None:
-    _, port = served
+def test_openmetrics_gzip_and_name_filter_follow_prometheus_client(served: RunningServer) -> None:
+    port = served.port
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         conn.request(
@@ -105,8 +105,8 @@ def test_openmetrics_gzip_and_name_filter_follow_prometheus_client(served: tuple
     assert text.endswith("# EOF\n")
 
 
-def test_pipelined_requests_are_answered_in_order(served: tuple[MetricsServer, int]) -> None:
-    _, port = served
+def test_pipelined_requests_are_answered_in_order(served: RunningServer) -> None:
+    port = served.port
     request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
     reply = _raw(port, request * 5 + b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert reply.count(b"HTTP/1.1 200 OK") == 6
@@ -117,50 +117,59 @@ def test_pipelined_requests_are_answered_in_order(served: tuple[MetricsServer, i
     ("payload", "status"),
     [
         (b"GARBAGE\r\n\r\n", b"400"),
-        (b"GET /metrics HTTP/2.0\r\n\r\n", b"400"),
         (b"GET /metrics HTTP/1.1\r\nno colon here\r\n\r\n", b"400"),
-        (b"POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", b"400"),
         (b"GET /metrics HTTP/1.1\r\nX-Big: " + b"a" * 20000, b"431"),
     ],
 )
 def test_bad_requests_get_a_clear_error_and_the_server_goes_on(
-    served: tuple[MetricsServer, int], payload: bytes, status: bytes
+    served: RunningServer, payload: bytes, status: bytes
 ) -> None:
-    _, port = served
+    port = served.port
     reply = _raw(port, payload)
     assert reply.startswith(b"HTTP/1.1 " + status)
     assert b"Connection: close" in reply
     assert b"mco_test_events_total 3.0" in _raw(port, b"GET /metrics HTTP/1.0\r\n\r\n")
 
 
-def test_http_1_0_closes_after_the_answer(served: tuple[MetricsServer, int]) -> None:
-    _, port = served
+def test_a_request_body_is_dropped_and_the_method_refused(served: RunningServer) -> None:
+    reply = _raw(served.port, b"POST /metrics HTTP/1.1\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+    assert reply.startswith(b"HTTP/1.1 405")
+    assert b"Allow: OPTIONS,GET,HEAD" in reply
+
+
+def test_http_1_0_closes_after_the_answer(served: RunningServer) -> None:
+    port = served.port
     reply = _raw(port, b"GET /metrics HTTP/1.0\r\n\r\n")  # returns only once the server closes
     assert reply.startswith(b"HTTP/1.1 200 OK")
 
 
 def test_a_silent_client_does_not_hold_up_scrapes_and_is_dropped_when_idle(registry: CollectorRegistry) -> None:
-    server = MetricsServer(registry, "127.0.0.1", 0, idle_timeout=0.3)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    limits = dataclasses.replace(METRICS_LIMITS, header_timeout=0.3, idle_timeout=0.3, sweep_interval=0.1)
+    server = serve_metrics(registry, host="127.0.0.1", port=0, limits=limits)
     try:
-        with socket.create_connection(("127.0.0.1", server.server_port), timeout=30) as silent:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as silent:
             silent.sendall(b"GET /metr")  # half a request, then nothing
-            assert b"mco_test_events_total" in _raw(server.server_port, b"GET / HTTP/1.0\r\n\r\n")
-            assert silent.recv(100) == b""  # closed by the server once idle
+            assert b"mco_test_events_total" in _raw(server.port, b"GET / HTTP/1.0\r\n\r\n")
+            assert silent.recv(100) == b""  # closed by the server once overdue
     finally:
-        server.shutdown()
-        server.server_close()
-    assert not thread.is_alive()
+        server.stop()
+    assert not server.thread.is_alive()
 
 
-class _SmallSendBuffers(MetricsServer):
-    """Loopback takes megabytes in one send(); tiny send buffers make the server wait for writability."""
-
-    def _accept(self) -> None:
-        super()._accept()
-        for sock in self._connections:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+def test_idle_connections_make_room_at_the_cap(registry: CollectorRegistry) -> None:
+    server = serve_metrics(
+        registry, host="127.0.0.1", port=0, limits=dataclasses.replace(METRICS_LIMITS, max_connections=2)
+    )
+    try:
+        idle = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(2)]
+        try:
+            assert b"mco_test_events_total 3.0" in _raw(server.port, b"GET /metrics HTTP/1.0\r\n\r\n")
+            assert idle[0].recv(100) == b""  # the longest-idle one was closed to admit the scrape
+        finally:
+            for sock in idle:
+                sock.close()
+    finally:
+        server.stop()
 
 
 def test_large_exposition_reaches_a_slow_reader() -> None:
@@ -168,19 +177,20 @@ def test_large_exposition_reaches_a_slow_reader() -> None:
     gauge = Gauge("mco_test_node_level", "per node", ["node"], registry=registry)
     for i in range(20000):
         gauge.labels(f"worker-{i:05d}.cluster.local").set(i)
-    server = _SmallSendBuffers(registry, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve_metrics(registry, host="127.0.0.1", port=0)
     try:
-        with socket.create_connection(("127.0.0.1", server.server_port), timeout=30) as sock:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the server must wait for the reader
+            sock.settimeout(30)
+            sock.connect(("127.0.0.1", server.port))
             sock.sendall(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
-            time.sleep(0.2)  # let the server fill the socket buffers and wait for writability
+            time.sleep(0.2)
             chunks = []
-            while chunk := sock.recv(65536):
+            while chunk := sock.recv(4096):
                 chunks.append(chunk)
         reply = b"".join(chunks)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
     head, _, body = reply.partition(b"\r\n\r\n")
     length = int(next(line for line in head.split(b"\r\n") if line.startswith(b"Content-Length")).split(b":")[1])
     assert len(body) == length > 1_000_000
@@ -201,39 +211,30 @@ def test_a_failing_collector_gives_500_and_the_next_scrape_works(caplog: pytest.
     registry = CollectorRegistry()
     failing = _Failing()
     registry.register(failing)
-    server, port = start_metrics_server(registry, host="127.0.0.1", port=0)
+    server = serve_metrics(registry, host="127.0.0.1", port=0)
     try:
-        assert _raw(port, b"GET /metrics HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 500")
+        assert _raw(server.port, b"GET /metrics HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 500")
         failing.fail = False
-        assert b"mco_test_recovered 1.0" in _raw(port, b"GET /metrics HTTP/1.0\r\n\r\n")
+        assert b"mco_test_recovered 1.0" in _raw(server.port, b"GET /metrics HTTP/1.0\r\n\r\n")
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
     assert "building the exposition failed" in caplog.text
 
 
-def test_shutdown_with_a_keep_alive_connection_open_ends_the_loop(registry: CollectorRegistry) -> None:
-    server = MetricsServer(registry, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    conn = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=30)
+def test_stop_with_a_keep_alive_connection_open_ends_the_thread(registry: CollectorRegistry) -> None:
+    server = serve_metrics(registry, host="127.0.0.1", port=0)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
         conn.request("GET", "/metrics")
         conn.getresponse().read()
-        server.shutdown()
-        thread.join(30)
-        assert not thread.is_alive()
+        server.stop(timeout=30)
+        assert not server.thread.is_alive()
     finally:
         conn.close()
-        server.server_close()
 
 
-def test_parse_head_keep_alive_rules() -> None:
-    assert parse_head(b"GET /metrics HTTP/1.1\r\nHost: x").keep_alive
-    assert not parse_head(b"GET /metrics HTTP/1.1\r\nConnection: close").keep_alive
-    assert not parse_head(b"GET /metrics HTTP/1.0").keep_alive
-    assert parse_head(b"GET /metrics HTTP/1.0\r\nConnection: Keep-Alive").keep_alive
-    request = parse_head(b"GET /metrics?name[]=a HTTP/1.1\r\nACCEPT: text/plain")
-    assert (request.path, request.query, request.headers["accept"]) == ("/metrics", "name[]=a", "text/plain")
-    with pytest.raises(BadRequest, match="request line"):
-        parse_head(b"GET  /metrics HTTP/1.1")
+def test_the_port_is_refused_after_stop(registry: CollectorRegistry) -> None:
+    server = serve_metrics(registry, host="127.0.0.1", port=0)
+    server.stop(timeout=30)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=30).close()

@@ -10,7 +10,7 @@ import urllib.request
 from prometheus_client import CollectorRegistry, Counter
 
 from mco_py.obs.logging import JsonFormatter, OnceFilter, setup_logging, truncate
-from mco_py.obs.metrics import start_metrics_server
+from mco_py.obs.metrics import serve_metrics
 
 
 def test_json_lines_carry_extra_fields_and_truncate_payloads() -> None:
@@ -58,11 +58,10 @@ def test_once_filter() -> None:
 def test_metrics_server_on_port_zero_serves_the_registry() -> None:
     registry = CollectorRegistry()
     Counter("mco_test_events_total", "events", registry=registry).inc(3)
-    server, port = start_metrics_server(registry, host="127.0.0.1", port=0)
+    server = serve_metrics(registry, host="127.0.0.1", port=0)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=30) as response:
             body = response.read().decode()
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
     assert "mco_test_events_total 3.0" in body

@@ -6,6 +6,8 @@ import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from mco_py.model import Level, NodeAssessment, Report, round_to
 from mco_py.report.document import encoded_size
 
@@ -48,7 +50,7 @@ def report_to_status(report: Report) -> dict[str, Any]:
 
 def stripped(item: NodeAssessment) -> NodeAssessment:
     """``item`` without its detail (dimensions, signals, reasons)."""
-    return dataclasses.replace(item, dimensions={}, signals={}, reasons=())
+    return msgspec.structs.replace(item, dimensions={}, signals={}, reasons=())
 
 
 @dataclasses.dataclass

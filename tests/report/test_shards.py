@@ -8,9 +8,10 @@ The round-trip tests apply each plan to an in-memory model of the API server's s
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pytest
 
 from mco_py.errors import ReportError
@@ -161,7 +162,7 @@ def test_between_refreshes_level_changes_go_to_the_report_object_and_no_shard_is
     assert not plan.new_generation
     assert plan.writes == ()
     assert built.status.shards.changes == {}
-    nodes[7] = replace(node(7, Level.HIGH, t=1002.0), score=87.456, dominant="io")
+    nodes[7] = msgspec.structs.replace(node(7, Level.HIGH, t=1002.0), score=87.456, dominant="io")
     del nodes[8]
     nodes[9999] = node(9999)
     built = b.build(report(list(nodes.values()), 1002.0))

@@ -15,16 +15,28 @@ from mco_py.collector.config import load_settings
 from .helpers import BIN, REPO, run
 
 TEMPLATES = REPO / "roles" / "mco_collector" / "templates"
+#: The paths mco_common publishes for the service roles with its defaults (roles/mco_common/tasks/main.yml).
+COMMON_SETUP = {
+    "install_dir": "/opt/mco",
+    "venv": "/opt/mco/venv",
+    "site_packages": "/opt/mco/venv/lib/python3.11/site-packages",
+    "config_dir": "/etc/mco",
+    "state_dir": "/var/lib/mco",
+    "log_dir": "/var/log/mco",
+    "user": "mco",
+    "repo_root": str(REPO),
+}
 
 
 def render(template: str, dest: Path, variables: dict[str, object]) -> str:
-    """The role's template rendered by Ansible with the role's defaults and vars and ``variables``."""
+    """The role's template rendered by Ansible with its defaults and vars, what the mco role and mco_common
+    give it (the switch, the paths) and ``variables``."""
     defaults = yaml.safe_load((REPO / "roles/mco_collector/defaults/main.yml").read_text())
     internal = yaml.safe_load((REPO / "roles/mco_collector/vars/main.yml").read_text())
     extra = dest.with_suffix(".vars.json")
     extra.write_text(
         json.dumps({**defaults, **internal, "ansible_facts": {"nodename": "node-1"}, "__mco_collector_caps": [],
-                    **variables})
+                    "mco_collector_enabled": True, "mco_common_setup": COMMON_SETUP, **variables})
     )  # fmt: skip
     proc = run(
         [str(BIN / "ansible"), "localhost", "-c", "local", "-e", f"@{extra}", "-m", "ansible.builtin.template",

@@ -1,8 +1,8 @@
 """Runs inside the TCG test node (testbed/vm.py), as root, on pure cgroup v2: one scenario per
-boot, ``python3 /mnt/guest.py SCENARIO``. It drives the node guard's own writers (CpuLimits, the
-journal, MemoryKnob, IoKnob, Guard and GuardLoop) against the guest's real cgroups, measures what
-the kernel then does, and writes the figures as JSON to ``$MCO_VM_RESULT``. The host-side tests
-(tests/vm/test_vm_cgroups.py) judge them.
+boot, ``python3 /mnt/guest.py SCENARIO``. It drives the node guard's own parts (CpuLimits,
+MemoryKnob, IoKnob, the LimitWriter and its journal, NodeGuard and GuardLoop) against the
+guest's real cgroups, measures what the kernel then does, and writes the figures as JSON to
+``$MCO_VM_RESULT``. The host-side tests (tests/vm/test_vm_cgroups.py) judge them.
 
 Standard library and mco_py only: the guest has Debian's python3 and the payload's packages.
 """
@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from mco_py.analysis.guard import GuardRules
-from mco_py.collector.cgroups import JOURNALLED_FILES, CpuLimits, Journal, detect_layout
-from mco_py.collector.guard_loop import Guard, GuardLoop
-from mco_py.collector.mem_io import IoKnob, MemoryKnob, Write
+from mco_py.collector.guard.files import JOURNALLED_FILES, detect_layout
+from mco_py.collector.guard.knobs import CpuLimits, IoKnob, MemoryKnob
+from mco_py.collector.guard.loop import GuardLoop, NodeGuard
+from mco_py.collector.guard.writer import LimitWriter
 
 CGROUP = Path("/sys/fs/cgroup")
 SCRATCH = Path("/dev/vdb")
@@ -101,15 +102,9 @@ def events(path: Path) -> dict[str, int]:
     return {k: int(v) for k, v in (line.split() for line in (path / "memory.events").read_text().splitlines())}
 
 
-def put(limits: CpuLimits, journal: Journal, grp: str, write: Write) -> None:
-    """Write one limit as the guard does (Guard._write_line): journalled first, one write(2)."""
-    journal.remember(grp, write.name)
-    limits.write_raw(grp, f"{write.device} {write.text}" if write.device else write.text, write.name)
-
-
-def layout_parts(journal: Path) -> tuple[CpuLimits, Journal]:
-    limits = CpuLimits(detect_layout(CGROUP))
-    return limits, Journal(journal, limits)
+def layout_parts(journal: Path) -> tuple[CpuLimits, LimitWriter]:
+    writer = LimitWriter.at(CGROUP, journal)
+    return CpuLimits(writer.layout), writer
 
 
 # --- scenarios ---------------------------------------------------------------------------
@@ -145,18 +140,18 @@ def facts() -> dict[str, object]:
 
 def cpu_weight() -> dict[str, object]:
     """Two busy loops on one CPU in two groups: the weights the guard's writer sets split it."""
-    limits, _ = layout_parts(Path("/run/mco/journal.json"))
+    limits, writer = layout_parts(Path("/run/mco/journal.json"))
     hi, lo = group("hi"), group("lo")
     out: dict[str, object] = {"weight_file": limits.weight_file, "lowest_weight": limits.lowest_weight}
     with running([spawn(BUSY, hi, cpus={0}), spawn(BUSY, lo, cpus={0})]):
         rounds = {"200:100": ("200", "100"), "100:lowest": ("100", limits.lowest_weight)}
         for label, (w_hi, w_lo) in rounds.items():
-            limits.write_raw("hi", w_hi, limits.weight_file)
-            limits.write_raw("lo", w_lo, limits.weight_file)
+            writer.ensure("hi", limits.weight_file, w_hi)
+            writer.ensure("lo", limits.weight_file, w_lo)
             time.sleep(0.5)
             (s_hi, s_lo), wall = cpu_shares([hi, lo], 3.0)
             out[label] = {
-                "weights": [limits.read_raw("hi", limits.weight_file), limits.read_raw("lo", limits.weight_file)],
+                "weights": [writer.read("hi", limits.weight_file), writer.read("lo", limits.weight_file)],
                 "cpus": [round(s_hi, 4), round(s_lo, 4)],
                 "share_hi": round(s_hi / (s_hi + s_lo), 4),
                 "wall_s": round(wall, 2),
@@ -166,27 +161,26 @@ def cpu_weight() -> dict[str, object]:
 
 def cpu_max() -> dict[str, object]:
     """A busy group under the quota text the guard computes (``text_for``), then unlimited."""
-    limits, journal = layout_parts(Path("/run/mco/journal.json"))
+    limits, writer = layout_parts(Path("/run/mco/journal.json"))
     capped = group("capped")
-    out: dict[str, object] = {"quota_file": limits.quota_file, "default": limits.read_raw("capped")}
+    out: dict[str, object] = {"quota_file": limits.quota_file, "default": writer.read("capped", limits.quota_file)}
     with running([spawn(BUSY, capped), spawn(BUSY, capped)]):
         for label, cores, period in (("0.25", 0.25, None), ("0.5-period-50ms", 0.5, "max 50000"), ("none", None, None)):
             if period is not None:  # a period someone else chose: the guard keeps it
-                limits.write_raw("capped", period)
-            journal.remember("capped")
+                (capped / limits.quota_file).write_text(period)
             text = limits.text_for("capped", cores)
-            limits.write_raw("capped", text)
+            writer.ensure("capped", limits.quota_file, text)
             time.sleep(0.5)
             (used,), wall = cpu_shares([capped], 3.0)
             out[label] = {
                 "wrote": text,
-                "reads": limits.read_raw("capped"),
+                "reads": writer.read("capped", limits.quota_file),
                 "cores_read": limits.cores("capped"),
                 "cpus": round(used, 4),
                 "wall_s": round(wall, 2),
             }
-    out["restore_problems"] = journal.restore()
-    out["restored"] = limits.read_raw("capped")
+    out["restore_problems"] = writer.restore()
+    out["restored"] = writer.read("capped", limits.quota_file)
     return out
 
 
@@ -196,8 +190,8 @@ def guard_cpu() -> dict[str, object]:
     layout = detect_layout(CGROUP)
     online, offline = group("online"), group("offline")
     journal = Path("/run/mco/guard-limits.json")
-    guard = Guard(layout, online=["online"], offline=["offline"], rules=GuardRules(), mode="on",
-                  journal_path=journal, resources=("cpu",))  # fmt: skip
+    guard = NodeGuard(layout, online=["online"], offline=["offline"], rules=GuardRules(), mode="on",
+                      journal_path=journal, resources=("cpu",))  # fmt: skip
     out: dict[str, object] = {"cpus": guard.cpus}
     hogs = [spawn(BUSY, online) for _ in range(3)] + [spawn(BUSY, offline) for _ in range(3)]
     with running(hogs):
@@ -211,21 +205,21 @@ def guard_cpu() -> dict[str, object]:
             time.sleep(1.0)
         out["steps"] = steps
         out["offline_files"] = {
-            "cpu.max": guard.limits.read_raw("offline", "cpu.max"),
-            "cpu.weight": guard.limits.read_raw("offline", "cpu.weight"),
+            "cpu.max": guard.writer.read("offline", "cpu.max"),
+            "cpu.weight": guard.writer.read("offline", "cpu.weight"),
         }
         out["online_files"] = {
-            "cpu.max": guard.limits.read_raw("online", "cpu.max"),
-            "cpu.weight": guard.limits.read_raw("online", "cpu.weight"),
+            "cpu.max": guard.writer.read("online", "cpu.max"),
+            "cpu.weight": guard.writer.read("online", "cpu.weight"),
         }
         (on, off), _ = cpu_shares([online, offline], 3.0)
         out["after"] = {"online_cpus": round(on, 3), "offline_cpus": round(off, 3)}
         out["journal"] = json.loads(journal.read_text())["limits"]
-        out["write_errors"] = guard.status.write_errors
+        out["write_errors"] = guard.writer.counts().failures
         guard.close()
     out["closed_files"] = {
-        "cpu.max": guard.limits.read_raw("offline", "cpu.max"),
-        "cpu.weight": guard.limits.read_raw("offline", "cpu.weight"),
+        "cpu.max": guard.writer.read("offline", "cpu.max"),
+        "cpu.weight": guard.writer.read("offline", "cpu.weight"),
     }
     out["journal_left"] = journal.exists()
     return out
@@ -234,8 +228,8 @@ def guard_cpu() -> dict[str, object]:
 def memory_high() -> dict[str, object]:
     """A group that fills the page cache, limited by the guard's memory writer to a quarter of its
     use: the kernel reclaims it down and holds it there; an anonymous allocator is held back."""
-    limits, journal = layout_parts(Path("/run/mco/journal.json"))
-    knob = MemoryKnob(limits.layout)
+    _, writer = layout_parts(Path("/run/mco/journal.json"))
+    knob = MemoryKnob(writer.layout)
     mem, free = group("mem"), group("free")
     out: dict[str, object] = {}
     read = ("dd", f"if={SCRATCH}", "of=/dev/null", "bs=1M", "status=none")
@@ -247,7 +241,7 @@ def memory_high() -> dict[str, object]:
     assert baseline is not None
     (write,) = knob.writes("mem", 0.25, baseline)
     before = events(mem)
-    put(limits, journal, "mem", write)
+    writer.write("mem", write.name, write.line)
     high = int(write.text)
     out.update(baseline=int(baseline), high=high, current_after_write=int((mem / "memory.current").read_text()))
     samples: list[int] = []
@@ -276,8 +270,8 @@ def memory_high() -> dict[str, object]:
             line = proc.stdout.readline().decode().strip()
             out[label] = {"allocated_mib": int(line) if line.isdigit() else line,
                           "current": int((grp / "memory.current").read_text())}  # fmt: skip
-    out["restore_problems"] = journal.restore()
-    out["restored"] = limits.read_raw("mem", "memory.high")
+    out["restore_problems"] = writer.restore()
+    out["restored"] = writer.read("mem", "memory.high")
     keep.close()
     return out
 
@@ -321,9 +315,9 @@ def _writer_rate(proc: subprocess.Popen[bytes]) -> float:
 def io_max() -> dict[str, object]:
     """A direct-I/O writer, unlimited, then under the io.max line the guard's I/O writer makes
     from its measured rate (IoKnob: io.stat over an interval), then restored."""
-    limits, journal = layout_parts(Path("/run/mco/journal.json"))
+    _, writer = layout_parts(Path("/run/mco/journal.json"))
     now = time.monotonic
-    knob = IoKnob(limits.layout, clock=now)
+    knob = IoKnob(writer.layout, clock=now)
     grp = group("io")
     disk = device("vdb")
     out: dict[str, object] = {"device": disk}
@@ -341,9 +335,9 @@ def io_max() -> dict[str, object]:
     share = min(1.0, 4 * MiB / baseline[disk][1])  # a 4 MiB/s limit, well below the free rate
     writes = knob.writes("io", share, {disk: baseline[disk]})
     for item in writes:
-        put(limits, journal, "io", item)
+        writer.write("io", item.name, item.line)
     out["wrote"] = [f"{w.device} {w.text}" for w in writes]
-    out["io.max"] = limits.read_raw("io", "io.max")
+    out["io.max"] = writer.read("io", "io.max")
     out["holds"] = all(knob.holds("io", w) for w in writes)
     with running([spawn((*write[:-1], "5.0"), grp)]) as (limited,):
         written = (grp / "io.stat").read_text()
@@ -355,8 +349,8 @@ def io_max() -> dict[str, object]:
     again = knob.baseline("io") or {}
     out["limited_bps_io_stat"] = round(again.get(disk, (0.0, 0.0))[1])
     out["wbps_limit"] = int(writes[0].text.split()[1].removeprefix("wbps="))
-    out["restore_problems"] = journal.restore()
-    out["restored"] = limits.read_raw("io", "io.max")
+    out["restore_problems"] = writer.restore()
+    out["restored"] = writer.read("io", "io.max")
     return out
 
 
@@ -501,12 +495,12 @@ def detection() -> dict[str, object]:
 
 
 def guard(journal: str, interval: str, *args: str) -> None:
-    """(child) The guard as the collector wires it: Guard + GuardLoop, every resource, until
+    """(child) The guard as the collector wires it: NodeGuard + GuardLoop, every resource, until
     killed; ``--once``: start (which restores a killed guard's limits) and stop."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="guard: %(levelname)s %(message)s")
     loop = GuardLoop(
-        Guard(detect_layout(CGROUP), online=["online"], offline=["offline"], rules=GuardRules(), mode="on",
-              journal_path=journal, resources=("cpu", "memory", "io")),
+        NodeGuard(detect_layout(CGROUP), online=["online"], offline=["offline"], rules=GuardRules(), mode="on",
+                  journal_path=journal, resources=("cpu", "memory", "io")),
         float(interval),
     )  # fmt: skip
     loop.start()

@@ -13,7 +13,7 @@ from testbed import vm
 SKIP_ENV = "MCO_TEST_SKIP_VM"
 GUEST = Path(__file__).with_name("guest.py")
 #: What guest.py imports besides the standard library.
-GUEST_PACKAGES = ("mco_py", "prometheus_client", "yaml")
+GUEST_PACKAGES = ("mco_py", "msgspec", "prometheus_client", "yaml")
 #: One scenario's boot, run and power-off, at most.
 RUN_TIMEOUT = 240.0
 

@@ -1,7 +1,11 @@
-"""Memory and block-I/O limits for the node guard, in each layout's own files.
+"""What the node guard writes to limit a resource of the offline groups, in each layout's own
+files (named by :mod:`.files`); the writer (:mod:`.writer`) writes it.
 
-The guard's limit is a share of what the offline group used when the guard first had to act
-(its *baseline*), so one feedback loop serves CPU, memory and I/O alike:
+- CPU (:class:`CpuLimits`): the lowest weight while the guard is on, and a quota of the
+  node's CPUs while the online groups stall on CPU.
+
+The memory and I/O limits are a share of what the offline group used when the guard first had to
+act (its *baseline*), so one feedback loop serves CPU, memory and I/O alike:
 
 - memory: ``memory.high`` (v2: over it the kernel reclaims and slows the group, never OOM-kills)
   or ``memory.soft_limit_in_bytes`` (v1: the group is reclaimed first when memory runs short),
@@ -21,14 +25,20 @@ Lines of the per-device files are written one per ``write(2)``, as the kernel wa
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from mco_py.collector.cgroups import Layout, device_values
+from mco_py.collector.guard import files
+from mco_py.collector.guard.files import CgroupResource, file_name
 from mco_py.collector.signals import Unavailable
 
+V1_PERIOD_US = 100_000
+#: The smallest quota the kernel takes (1 ms).
+MIN_QUOTA_US = 1_000
 PAGE = 4096
 #: The least memory a limit leaves a group (a floor of 0 still lets it run, slowly).
 MIN_MEMORY = 16 * 1024 * 1024
@@ -46,6 +56,58 @@ class Write:
     text: str
     device: str = ""
 
+    @property
+    def line(self) -> str:
+        """What goes into the file: ``text``, after the device for per-device lines."""
+        return f"{self.device} {self.text}" if self.device else self.text
+
+
+class CpuLimits:
+    """A group's CPU limits in its layout's own terms: the quota (``cpu.cfs_quota_us`` /
+    ``cpu.max``) and the weight (``cpu.shares`` / ``cpu.weight``)."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.quota_file = file_name(CgroupResource.CPU_QUOTA, layout.version)
+        self.weight_file = file_name(CgroupResource.CPU_WEIGHT, layout.version)
+        self.lowest_weight = "1" if layout.version == 2 else "2"
+        """The kernel's smallest weight (the kubelet gives BestEffort pods the same)."""
+
+    def text_for(self, group: str, cores: float | None) -> str:
+        """What to write for a limit of ``cores`` CPUs (None: unlimited)."""
+        if self.layout.version == 2:
+            period = _v2_period(files.read(self.layout, group, self.quota_file))
+            return f"max {period}" if cores is None else f"{_quota(cores, period)} {period}"
+        if cores is None:
+            return "-1"
+        return str(_quota(cores, self._v1_period(group)))
+
+    def cores(self, group: str) -> float | None:
+        """The limit now, in CPUs (None: unlimited)."""
+        return self.cores_of(group, files.read(self.layout, group, self.quota_file))
+
+    def cores_of(self, group: str, raw: str) -> float | None:
+        """The quota text ``raw`` of ``group`` in CPUs (None: unlimited)."""
+        if self.layout.version == 2:
+            quota, _, period = raw.partition(" ")
+            return None if quota == "max" else int(quota) / int(period or V1_PERIOD_US)
+        quota_us = int(raw)
+        if quota_us < 0:
+            return None
+        return quota_us / self._v1_period(group)
+
+    def _v1_period(self, group: str) -> int:
+        return int(files.read(self.layout, group, file_name(CgroupResource.CPU_PERIOD, 1)) or V1_PERIOD_US)
+
+
+def _v2_period(raw: str) -> int:
+    _, _, period = raw.partition(" ")
+    return int(period) if period.isdigit() else V1_PERIOD_US
+
+
+def _quota(cores: float, period: int) -> int:
+    return max(MIN_QUOTA_US, math.floor(cores * period))
+
 
 class MemoryKnob:
     """``memory.high`` (v2) or ``memory.soft_limit_in_bytes`` (v1) of offline groups."""
@@ -57,9 +119,9 @@ class MemoryKnob:
             raise Unavailable("no memory controller mounted")
         self.root = layout.memory_root
         self.v2 = layout.version == 2
-        self.file = "memory.high" if self.v2 else "memory.soft_limit_in_bytes"
+        self.file = file_name(CgroupResource.MEMORY_LIMIT, layout.version)
         self.files = (self.file,)
-        self._usage = "memory.current" if self.v2 else "memory.usage_in_bytes"
+        self._usage = file_name(CgroupResource.MEMORY_USAGE, layout.version)
 
     def baseline(self, group: str) -> float | None:
         """The group's memory use now, bytes (None: it has none to limit)."""
@@ -87,7 +149,11 @@ class IoKnob:
         self.root = layout.io_root
         self._sys_block = sys_root / "block"
         self.v2 = layout.version == 2
-        self.files = ("io.max",) if self.v2 else ("blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device")
+        self._read_file = file_name(CgroupResource.IO_READ_LIMIT, layout.version)
+        self._write_file = file_name(CgroupResource.IO_WRITE_LIMIT, layout.version)
+        self.files = tuple(dict.fromkeys((self._read_file, self._write_file)))
+        """v2: ``io.max`` (both directions on one line); v1: a file each."""
+        self._stat_file = file_name(CgroupResource.IO_BYTES, layout.version)
         self._clock = clock
         self._last: dict[str, tuple[float, dict[str, tuple[int, int]]]] = {}
         self._rates: dict[str, dict[str, tuple[float, float]]] = {}
@@ -138,12 +204,12 @@ class IoKnob:
         """Per device (read bytes, written bytes) since the group exists."""
         out: dict[str, tuple[int, int]] = {}
         if self.v2:
-            for line in (self.root / group / "io.stat").read_text().splitlines():
+            for line in (self.root / group / self._stat_file).read_text().splitlines():
                 device, _, rest = line.partition(" ")
                 fields = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
                 out[device] = (int(fields.get("rbytes", 0)), int(fields.get("wbytes", 0)))
             return out
-        for line in (self.root / group / "blkio.throttle.io_service_bytes").read_text().splitlines():
+        for line in (self.root / group / self._stat_file).read_text().splitlines():
             parts = line.split()
             if len(parts) == 3 and parts[1] in ("Read", "Write"):
                 read, written = out.get(parts[0], (0, 0))
@@ -185,10 +251,10 @@ class IoKnob:
             rbps = max(MIN_BPS, int(share * read))
             wbps = max(MIN_BPS, int(share * written))
             if self.v2:
-                out.append(Write("io.max", f"rbps={rbps} wbps={wbps}", device))
+                out.append(Write(self._read_file, f"rbps={rbps} wbps={wbps}", device))
             else:
-                out.append(Write("blkio.throttle.read_bps_device", str(rbps), device))
-                out.append(Write("blkio.throttle.write_bps_device", str(wbps), device))
+                out.append(Write(self._read_file, str(rbps), device))
+                out.append(Write(self._write_file, str(wbps), device))
         return out
 
     def holds(self, group: str, write: Write) -> bool:

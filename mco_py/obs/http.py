@@ -1,14 +1,18 @@
-"""HTTP/1.1 server for the extender: ``asyncio.BufferedProtocol`` + the ``httptools`` parser (uvloop when available).
+"""The HTTP/1.1 server of every MCO port: ``asyncio.BufferedProtocol`` + the ``httptools`` parser.
+
+It serves an :class:`App` (``handle(request) -> Response``): the extender's routes, or
+``/metrics`` (:mod:`mco_py.obs.metrics`) for the collector and the analyzer.
 
 Small and fast on purpose (see reference/extender-performance.md): one parser
 per connection, keep-alive and pipelining, ``TCP_NODELAY``, headers and small
 bodies in one write, ``Expect: 100-continue`` answered, request bodies buffered
 up to ``max_body`` (grown with the bytes received, never from the announced
-``Content-Length``), larger ones dropped and answered fail-open by the app.
+``Content-Length``), larger ones dropped and handed to the app as ``too_large``
+(the extender answers them fail-open).
 Handling is synchronous in the event loop: decoding is CPU-bound, so threads
 would not help (scale with processes).
 
-No peer can hold what it does not use (:class:`Limits`, :class:`Guard`): the
+No peer can hold what it does not use (:class:`Limits`, :class:`ConnectionGuard`): the
 request head, the body and idle keep-alive time each have a deadline, checked
 once a second; open connections are capped (at the cap the longest-idle one
 makes room, else the newcomer gets a 503 and is closed, counted); a peer that
@@ -32,32 +36,33 @@ import contextlib
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httptools
 
-from mco_py.extender.app import ExtenderApp, Response
-from mco_py.extender.config import Limits
+from mco_py.obs.http_app import App, Limits, Request, Response
+from mco_py.obs.http_guard import REFUSED_REPLY, ConnectionGuard
+from mco_py.obs.process import HeapTrimmer
 
 log = logging.getLogger(__name__)
 
+
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
-            413: b"Payload Too Large", 503: b"Service Unavailable"}  # fmt: skip
+            413: b"Payload Too Large", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
+            503: b"Service Unavailable"}  # fmt: skip
 _SMALL_REPLY = 64 * 1024
-_MAX_HEAD = 64 * 1024  # URL + headers; Volcano and kube-scheduler send a few hundred bytes
 
 
 def _head(status: int, content_type: str, length: int, keep_alive: bool) -> bytes:
     key = (status, content_type, length, keep_alive)
     head = _HEADS.get(key)
     if head is None:
-        head = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n" % (
+        head = b"HTTP/1.1 %d %s\r\n%sContent-Length: %d\r\n%s\r\n" % (
             status,
             _REASONS.get(status, b"Status"),
-            content_type.encode("latin-1"),
+            b"Content-Type: %s\r\n" % content_type.encode("latin-1") if content_type else b"",
             length,
             b"" if keep_alive else b"Connection: close\r\n",
         )
@@ -66,22 +71,31 @@ def _head(status: int, content_type: str, length: int, keep_alive: bool) -> byte
     return head
 
 
+def _head_of(response: Response, keep_alive: bool) -> bytes:
+    head = _head(response.status, response.content_type, len(response.body), keep_alive)
+    if not response.headers:
+        return head
+    extra = "".join(f"{name}: {value}\r\n" for name, value in response.headers).encode("latin-1")
+    return head[:-2] + extra + b"\r\n"
+
+
 _HEADS: dict[tuple[int, str, int, bool], bytes] = {}
 _METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH")}
-_PATHS: dict[bytes, str] = {}
-"""Raw request target -> path; schedulers call a handful of URLs (bounded like ``_HEADS``)."""
+_TARGETS: dict[bytes, tuple[str, str]] = {}
+"""Raw request target -> (path, query); schedulers call a handful of URLs (bounded like ``_HEADS``)."""
 
 
-def _path_of(url: bytes) -> str:
-    path = _PATHS.get(url)
-    if path is None:
+def _target_of(url: bytes) -> tuple[str, str]:
+    target = _TARGETS.get(url)
+    if target is None:
         try:
-            path = httptools.parse_url(url).path.decode("utf-8", "replace")
+            parsed = httptools.parse_url(url)
+            target = (parsed.path.decode("utf-8", "replace"), (parsed.query or b"").decode("utf-8", "replace"))
         except httptools.HttpParserInvalidURLError:
-            path = url.decode("latin-1")
-        if len(_PATHS) < 1024:
-            _PATHS[url] = path
-    return path
+            target = (url.decode("latin-1"), "")
+        if len(_TARGETS) < 1024:
+            _TARGETS[url] = target
+    return target
 
 
 _MAX_UNREAD_REPLIES = 4 * 1024 * 1024
@@ -97,112 +111,6 @@ class ReadBuffer:
 
     def __init__(self, size: int = _READ_BUFFER) -> None:
         self.view = memoryview(bytearray(size))
-
-
-class HeapTrimmer:
-    """Calls ``trim(pad)`` (glibc's ``malloc_trim``) ``delay`` seconds after a large request.
-
-    Why: the service keeps request buffers of up to 32 MiB in the C heap and never
-    lets free() shrink it (``main.tune_malloc``: no mmap/munmap and fresh page
-    faults per large request). Such a heap only grows: whenever a body (7.5 MB
-    for a 100-node prioritize) fits no free hole, the heap is extended, and the
-    free space stays resident (soaks: steps of +1.4 and +4.9 MB at random times,
-    17.8 MB free in a 35 MB heap). ``malloc_trim(pad)`` gives the free pages back
-    (holes too, by ``madvise``) except ``pad`` bytes at the top of the heap; the
-    pad is the largest body since the last trim, so the next body of that size
-    fits there instead of extending the heap again (without it RSS saws by the
-    size of that body between trims). At most one trim per ``delay`` seconds, and
-    only after a body of ``min_body`` bytes or more: a trim took 0.9 ms (1.5 ms at
-    most) in the soak, and the pages faulted in again after it cost less than one
-    large request per interval.
-    One server, its loop's thread.
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        trim: Callable[[int], object],
-        *,
-        delay: float = 10.0,
-        min_body: int = 512 * 1024,
-    ) -> None:
-        self._loop = loop
-        self._trim = trim
-        self._delay = delay
-        self._min_body = min_body
-        self._largest = 0
-        self._pending: asyncio.TimerHandle | None = None
-
-    def note(self, body_size: int) -> None:
-        """``body_size`` bytes went through the heap: a request body, or replies dropped unread."""
-        if body_size < self._min_body:
-            return
-        self._largest = max(self._largest, body_size)
-        if self._pending is None:
-            self._pending = self._loop.call_later(self._delay, self._run)
-
-    def _run(self) -> None:
-        pad, self._largest, self._pending = self._largest, 0, None
-        self._trim(pad)
-
-
-class Guard:
-    """Deadlines and the connection cap of one server (its loop's thread), and their counters.
-
-    A connection is *idle* (just accepted, or between keep-alive requests: may be closed to make
-    room), *busy* (a request is arriving) or *paused* (its peer does not read the replies).
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, limits: Limits, clock: Callable[[], float] = time.monotonic):
-        self.limits = limits
-        self.clock = clock
-        self.open: dict[_Connection, None] = {}
-        """Open connections, oldest first."""
-        self.refused = 0
-        self.closed: dict[str, int] = {}
-        """Connections closed by the server, by reason (``header-timeout``, ``body-timeout``,
-        ``request-timeout``, ``idle-timeout``, ``evicted``, ``unread-replies``)."""
-        self._loop = loop
-        self._sweeper: asyncio.TimerHandle | None = None
-
-    def admit(self, conn: _Connection) -> bool:
-        """Register a new connection; False (counted) when the cap is reached and nobody is idle."""
-        if len(self.open) >= self.limits.max_connections:
-            idle = next((c for c in self.open if c.idle), None)
-            if idle is None:
-                self.refused += 1
-                return False
-            self.drop(idle, "evicted")
-        self.open[conn] = None
-        if self._sweeper is None:
-            self._sweeper = self._loop.call_later(self.limits.sweep_interval, self._sweep)
-        return True
-
-    def forget(self, conn: _Connection) -> None:
-        self.open.pop(conn, None)
-
-    def drop(self, conn: _Connection, reason: str) -> None:
-        self.closed[reason] = self.closed.get(reason, 0) + 1
-        self.forget(conn)
-        conn.abort()
-
-    def _sweep(self) -> None:
-        now = self.clock()
-        for conn in [c for c in self.open if c.deadline < now]:
-            self.drop(conn, conn.overdue_reason())
-        self._sweeper = self._loop.call_later(self.limits.sweep_interval, self._sweep) if self.open else None
-
-    def close(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
-
-
-_REFUSED_TEXT = b"too many connections; try again later\n"
-_REFUSED = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-    b"Content-Length: %d\r\n\r\n%s" % (len(_REFUSED_TEXT), _REFUSED_TEXT)
-)
 
 
 class Outbox:
@@ -256,9 +164,9 @@ class _Connection(asyncio.BufferedProtocol):
 
     def __init__(
         self,
-        app: ExtenderApp,
+        app: App,
         max_body: int,
-        guard: Guard,
+        guard: ConnectionGuard,
         read_buffer: ReadBuffer | None = None,
         outbox: Outbox | None = None,
         *,
@@ -277,14 +185,20 @@ class _Connection(asyncio.BufferedProtocol):
         self.idle = True
         """No request in progress: the connection may be closed to make room for a new one."""
         self.deadline = guard.clock() + self._limits.header_timeout
-        """When the server closes the connection unless it makes progress (:meth:`Guard._sweep`)."""
+        """When the server closes the connection unless it makes progress (:meth:`ConnectionGuard._sweep`)."""
         self._request_deadline = 0.0
         self._paused = False
+        self._completed_in_read = False
+        """A request ended during the current read (its bytes are not all the next head's)."""
         self._reset()
 
     def _reset(self) -> None:
         self._url = b""
         self._head_bytes = 0
+        self._head_read = 0
+        self._head_too_large = False
+        self._accept = ""
+        self._accept_encoding = ""
         self._content_length = -1
         self._expect_continue = False
         self._buffer: bytearray | None = None
@@ -294,7 +208,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._headers_done = False
 
     def overdue_reason(self) -> str:
-        """Why the deadline passed (the counter label of :attr:`Guard.closed`)."""
+        """Why the deadline passed (the counter label of :attr:`ConnectionGuard.closed`)."""
         if self._paused:
             return "body-timeout"
         if self.idle:
@@ -314,7 +228,7 @@ class _Connection(asyncio.BufferedProtocol):
         if not self._guard.admit(self):
             self._transport = None
             with contextlib.suppress(Exception):
-                transport.write(_REFUSED)  # type: ignore[attr-defined]
+                transport.write(REFUSED_REPLY)  # type: ignore[attr-defined]
             transport.close()
             self._parser = None
             return
@@ -327,7 +241,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._guard.forget(self)
         self._transport = None
         # Break the cycle (parser -> bound on_* methods -> self -> parser) so the connection is freed now.
-        # Left to the cyclic GC, which the service runs rarely (main.tune_gc), closed connections piled up
+        # Left to the cyclic GC, which the service runs rarely (mco_py.obs.process), closed connections piled up
         # at ~1 KB each: the soaks' steady +0.2 MB/min.
         self._parser = None
         if self._trimmer is not None and self._filled:
@@ -358,12 +272,30 @@ class _Connection(asyncio.BufferedProtocol):
     def data_received(self, data: bytes | memoryview) -> None:
         if self._parser is None:  # closed
             return
+        self._completed_in_read = False
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._reply_and_close(400, b"upgrades are not supported\n")
+            return
         except httptools.HttpParserError as exc:
-            self._reply_and_close(400, f"malformed HTTP request: {exc}\n".encode())
+            if self._head_too_large:
+                self._reply_and_close(431, b"request line and headers too large\n")
+            else:
+                self._reply_and_close(400, f"malformed HTTP request: {exc}\n".encode())
+            return
+        if not self.idle and not self._headers_done:
+            self._count_unfinished_head(len(data))
+
+    def _count_unfinished_head(self, size: int) -> None:
+        """Bound a head that has not ended yet (httptools holds an unfinished header line until it ends).
+
+        Reads are counted whole; one that also ended the previous request is not counted, so a head is
+        refused after ``max_head`` bytes, or at most one read later."""
+        if not self._completed_in_read:
+            self._head_read += size
+        if self._head_read > self._limits.max_head:
+            self._reply_and_close(431, b"request line and headers too large\n")
 
     def _unread_replies(self, transport: asyncio.Transport) -> int:
         queued = self._outbox.queued(transport) if self._outbox is not None else 0
@@ -395,8 +327,9 @@ class _Connection(asyncio.BufferedProtocol):
 
     def _count_head(self, size: int) -> None:
         self._head_bytes += size
-        if self._head_bytes > _MAX_HEAD:
-            raise ValueError("request line and headers over 64 KiB")  # httptools turns it into a parser error
+        if self._head_bytes > self._limits.max_head:
+            self._head_too_large = True
+            raise ValueError("request line and headers too large")  # httptools turns it into a parser error
 
     def on_url(self, url: bytes) -> None:
         self._count_head(len(url))
@@ -410,6 +343,10 @@ class _Connection(asyncio.BufferedProtocol):
                 self._content_length = int(value)
         elif size == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
             self._expect_continue = True
+        elif size == 6 and name.lower() == b"accept":
+            self._accept = value.decode("latin-1")
+        elif size == 15 and name.lower() == b"accept-encoding":
+            self._accept_encoding = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
@@ -469,16 +406,22 @@ class _Connection(asyncio.BufferedProtocol):
         self._chunks = []
         raw_method = parser.get_method()
         method = _METHODS.get(raw_method) or raw_method.decode("latin-1")
-        path = _path_of(self._url)
-        response: Response = self._app.handle(method, path, body, too_large=self._too_large)
+        path, query = _target_of(self._url)
+        request = Request(method, path, body, query, self._accept, self._accept_encoding, self._too_large)
         keep_alive = parser.should_keep_alive()
+        try:
+            response = self._app.handle(request)
+        except Exception as exc:  # the app's bug costs this request, not the server
+            log.exception("request handler failed", extra={"path": path})
+            response = Response(500, "text/plain; charset=utf-8", f"internal error: {type(exc).__name__}\n".encode())
+            keep_alive = False
         payload = b"" if method == "HEAD" else response.body
-        head = _head(response.status, response.content_type, len(response.body), keep_alive)
-        self._send(transport, head, payload, close=not keep_alive)
+        self._send(transport, _head_of(response, keep_alive), payload, close=not keep_alive)
         if self._trimmer is not None:
             self._trimmer.note(self._filled)
         self._filled = 0
         self._head_bytes = 0
+        self._completed_in_read = True
         self.idle = True
         if not self._paused:
             self.deadline = self._guard.clock() + self._limits.idle_timeout
@@ -492,7 +435,7 @@ class RunningServer:
     loop: asyncio.AbstractEventLoop
     thread: threading.Thread
     server: asyncio.AbstractServer
-    guard: Guard
+    guard: ConnectionGuard
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop listening, drop open connections (keep-alive clients included) and end the loop thread."""
@@ -501,21 +444,15 @@ class RunningServer:
             self.server.close()
             # Server.close() leaves accepted connections open; closing the loop with them
             # open leaks their sockets (uvloop raises ResourceWarning in this thread).
-            _drop_all(self.guard)
+            self.guard.drop_all()
             self.loop.stop()
 
         self.loop.call_soon_threadsafe(_close)
         self.thread.join(timeout)
 
 
-def _drop_all(guard: Guard) -> None:
-    guard.close()
-    for conn in list(guard.open):
-        conn.abort()
-
-
 async def create_server(
-    app: ExtenderApp,
+    app: App,
     host: str = "127.0.0.1",
     port: int = 0,
     *,
@@ -524,24 +461,30 @@ async def create_server(
     reuse_port: bool = False,
     trim_heap: Callable[[int], object] | None = None,
     trim_delay: float = 10.0,
-) -> tuple[asyncio.AbstractServer, int, Guard]:
-    """Listen on ``host:port`` (0 = a free port); returns the server, the bound port and its :class:`Guard`.
+    sock: socket.socket | None = None,
+    on_guard: Callable[[ConnectionGuard], object] | None = None,
+) -> tuple[asyncio.AbstractServer, int, ConnectionGuard]:
+    """Listen on ``host:port`` (0 = a free port), or on ``sock`` when given (bound, listening);
+    returns the server, the bound port and its :class:`ConnectionGuard`.
 
-    ``trim_heap``, when given, runs ``trim_delay`` seconds after a large request (see :class:`HeapTrimmer`).
+    ``trim_heap``, when given, runs ``trim_delay`` seconds after a large request (see :class:`HeapTrimmer`);
+    ``on_guard`` is handed the guard before the first connection (to export its counts).
     """
     loop = asyncio.get_running_loop()
     read_buffer = ReadBuffer()
     outbox = Outbox(loop)
-    guard = Guard(loop, limits or Limits())
-    app.metrics.watch_connections(guard)
+    guard = ConnectionGuard(loop, limits or Limits())
+    if on_guard is not None:
+        on_guard(guard)
     trimmer = HeapTrimmer(loop, trim_heap, delay=trim_delay) if trim_heap is not None else None
-    server = await loop.create_server(
-        lambda: _Connection(app, max_body, guard, read_buffer, outbox, trimmer=trimmer),
-        host,
-        port,
-        backlog=1024,
-        reuse_port=reuse_port or None,
-    )
+
+    def protocol() -> _Connection:
+        return _Connection(app, max_body, guard, read_buffer, outbox, trimmer=trimmer)
+
+    if sock is not None:
+        server = await loop.create_server(protocol, sock=sock, backlog=1024)
+    else:
+        server = await loop.create_server(protocol, host, port, backlog=1024, reuse_port=reuse_port or None)
     bound = server.sockets[0].getsockname()[1]
     return server, int(bound), guard
 
@@ -560,7 +503,7 @@ def new_event_loop(use_uvloop: bool = True) -> asyncio.AbstractEventLoop:
 
 
 def start_in_thread(
-    app: ExtenderApp,
+    app: App,
     host: str = "127.0.0.1",
     port: int = 0,
     *,
@@ -569,8 +512,11 @@ def start_in_thread(
     use_uvloop: bool = True,
     trim_heap: Callable[[int], object] | None = None,
     trim_delay: float = 10.0,
+    sock: socket.socket | None = None,
+    on_guard: Callable[[ConnectionGuard], object] | None = None,
+    name: str = "http",
 ) -> RunningServer:
-    """Run the server in a daemon thread with its own loop (tests, embedding); returns once it listens."""
+    """Run the server in a daemon thread (``name``) with its own loop; returns once it listens."""
     loop = new_event_loop(use_uvloop)
     started = threading.Event()
     holder: dict[str, Any] = {}
@@ -580,7 +526,15 @@ def start_in_thread(
         try:
             holder["server"], holder["port"], holder["guard"] = loop.run_until_complete(
                 create_server(
-                    app, host, port, max_body=max_body, limits=limits, trim_heap=trim_heap, trim_delay=trim_delay
+                    app,
+                    host,
+                    port,
+                    max_body=max_body,
+                    limits=limits,
+                    trim_heap=trim_heap,
+                    trim_delay=trim_delay,
+                    sock=sock,
+                    on_guard=on_guard,
                 )
             )
         except BaseException as exc:
@@ -594,7 +548,7 @@ def start_in_thread(
             loop.run_until_complete(holder["server"].wait_closed())
             loop.close()
 
-    thread = threading.Thread(target=_run, name="extender-http", daemon=True)
+    thread = threading.Thread(target=_run, name=name, daemon=True)
     thread.start()
     started.wait()
     if "error" in holder:
@@ -603,7 +557,7 @@ def start_in_thread(
 
 
 def serve_forever(
-    app: ExtenderApp,
+    app: App,
     host: str,
     port: int,
     *,
@@ -613,6 +567,7 @@ def serve_forever(
     stop: asyncio.Event | None = None,
     use_uvloop: bool = True,
     trim_heap: Callable[[int], object] | None = None,
+    on_guard: Callable[[ConnectionGuard], object] | None = None,
 ) -> None:
     """Run the server in this thread until SIGTERM/SIGINT."""
     import signal  # noqa: PLC0415
@@ -622,7 +577,7 @@ def serve_forever(
 
     async def _main() -> None:
         server, bound, guard = await create_server(
-            app, host, port, max_body=max_body, limits=limits, trim_heap=trim_heap
+            app, host, port, max_body=max_body, limits=limits, trim_heap=trim_heap, on_guard=on_guard
         )
         if on_listening is not None:
             on_listening(bound)
@@ -633,7 +588,7 @@ def serve_forever(
         async with server:
             await done.wait()
             server.close()  # no new connections, then drop the open (keep-alive) ones before the loop goes
-            _drop_all(guard)
+            guard.drop_all()
 
     try:
         loop.run_until_complete(_main())

@@ -1,36 +1,38 @@
 """The node guard in the collector: every ``guard_interval_s`` it measures the online groups'
 CPU, memory and I/O pressure, decides (:mod:`mco_py.analysis.guard`) and limits the offline
-groups' CPU quota (:mod:`mco_py.collector.cgroups`), memory and I/O (:mod:`mco_py.collector.mem_io`),
-or in ``dry-run`` only says what it would do. While it is on, the offline groups also keep the
-lowest CPU weight, so online work that wakes up runs first.
+groups' CPU, memory and I/O (:mod:`.knobs`), or in ``dry-run`` only says what it would do. While
+it is on, the offline groups also keep the lowest CPU weight, so online work that wakes up runs
+first.
 
-Limits it wrote are journalled first and restored when it stops, when the limit is lifted, and
-when it starts after a guard was killed with limits in place. Only the configured offline groups
-are ever written.
+Every limit goes through its writer (:mod:`.writer`): journalled first and restored when it
+stops, when the limit is lifted, and when it starts after a guard was killed with limits in
+place. Only the configured offline groups are ever written.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from mco_py.analysis.guard import Action, GuardChange, GuardRules, GuardState, change_text, decide, decide_io
-from mco_py.collector.cgroups import CpuLimits, Journal, Layout, PressureMeter, within
+from mco_py.collector.cgroups import Layout, PressureMeter, within
 from mco_py.collector.exporter import Family
-from mco_py.collector.mem_io import IoKnob, MemoryKnob, Write
+from mco_py.collector.guard.journal import Journal
+from mco_py.collector.guard.knobs import CpuLimits, IoKnob, MemoryKnob, Write
+from mco_py.collector.guard.metrics import GuardStatus, families
+from mco_py.collector.guard.writer import LimitWriter
 from mco_py.collector.signals import Unavailable
 from mco_py.collector.workload_groups import Groups, WorkloadGroups
 from mco_py.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-MODES = ("off", "dry-run", "on")
 #: Steps failing in a row before the guard lifts the quota it set.
 FAIL_SAFE_AFTER = 3
 RESOURCES = ("cpu", "io", "memory")
@@ -38,34 +40,11 @@ RESOURCES = ("cpu", "io", "memory")
 KNOB_RESOURCES = ("memory", "io")
 #: Changes kept for the analyzer's Events while no stream takes them (the oldest go first).
 MAX_PENDING_CHANGES = 64
+#: The log line of limits lifted (why) that did not all go back (the problems).
+NOT_ALL_BACK = "offline CPU limits %s, but not all written back: %s"
 
 
-@dataclass(slots=True)
-class GuardStatus:
-    """What the last interval saw and did, for /metrics."""
-
-    mode: str
-    pressure: float | None = None
-    limit: float | None = None
-    actions: dict[str, int] = field(default_factory=lambda: {a.value: 0 for a in Action if a is not Action.HOLD})
-    reasserted: int = 0
-    write_errors: int = 0
-    failing: bool = False
-    """The last interval's writes or restores failed."""
-    stalled: dict[tuple[str, str, str], float] = field(default_factory=dict)
-    """(class, group, resource) -> seconds stalled since the group exists."""
-    rules_from: str = "config"
-    """Where the rules in force come from: config (collector.yaml) or analyzer (the detection rules)."""
-    groups: Groups = field(default_factory=Groups)
-    changes_dropped: int = 0
-    """Changes no stream took before :data:`MAX_PENDING_CHANGES` newer ones came."""
-    knob_limits: dict[str, float | None] = field(default_factory=dict)
-    """memory, io -> the offline limit as a share of the groups' use when the guard first acted."""
-    knob_actions: dict[tuple[str, str], int] = field(default_factory=dict)
-    """(resource, action) -> changes of the memory and I/O limits."""
-
-
-class Guard:
+class NodeGuard:
     """One feedback loop over the configured groups."""
 
     def __init__(
@@ -103,13 +82,11 @@ class Guard:
         self.rules = rules
         self.mode = mode
         self.limits = CpuLimits(layout)
-        self.journal = Journal(Path(journal_path), self.limits)
+        self.writer = LimitWriter(layout, Journal(Path(journal_path), layout))
         self.meter = PressureMeter(layout, clock=clock)
         self.cpus = cpus or len(os.sched_getaffinity(0))
         self.state = GuardState()
         self.status = GuardStatus(mode)
-        self._written: dict[tuple[str, str], str] = {}
-        """(group, file) -> what the guard last wrote there."""
         self._lock = threading.Lock()
         self._closed = False
         self.online: list[str] = []
@@ -134,17 +111,11 @@ class Guard:
 
     def recover(self) -> None:
         """Undo limits a killed guard left behind (its journal), before the first step."""
-        if not self.journal and not self.journal.problems:
+        journal = self.writer.journal
+        if not journal and not journal.problems:
             return
-        problems = self.journal.restore()
-        if problems:
-            with self._lock:
-                self.status.write_errors += len(problems)
-                self.status.failing = True
-            log.error("cannot restore the CPU limits a killed guard left (journal %s): %s", self.journal.path,
-                      "; ".join(problems))  # fmt: skip
-        else:
-            log.warning("restored the CPU limits a killed guard left (journal %s)", self.journal.path)
+        if self._restore("cannot restore the CPU limits a killed guard left (journal %s): %s", journal.path):
+            log.warning("restored the CPU limits a killed guard left (journal %s)", journal.path)
 
     def step(self) -> Action:
         """One interval: measure, decide, apply (or, in dry-run, only report)."""
@@ -160,7 +131,7 @@ class Guard:
         for resource in self.knobs:
             self.states[resource], knob_action, _ = self._decide(resource, self.states[resource], rules)
             knob_actions.append(knob_action)
-        errors = self.status.write_errors
+        errors = self.writer.counts().failures
         if self.mode == "on":
             self._release_left(view)
             if self.cpu_on:
@@ -173,7 +144,7 @@ class Guard:
             self.status.pressure = pressure
             self.status.limit = self.state.limit
             self.status.stalled = stalled
-            self.status.failing = self.status.write_errors > errors
+            self.status.failing = self.writer.counts().failures > errors
             if action is not Action.HOLD:
                 self.status.actions[action.value] += 1
             for resource, knob_action in zip(self.knobs, knob_actions, strict=True):
@@ -212,15 +183,13 @@ class Guard:
             if resource in self._knob_limited:
                 self._knob_limited.discard(resource)
                 for name in knob.files:
-                    if self.journal.holds(name):
-                        self._restore(f"{resource} lifted", only=name)
+                    if self.writer.journal.holds(name):
+                        self._restore(NOT_ALL_BACK, f"{resource} lifted", only=name)
             return
         self._knob_limited.add(resource)
         for group in targets:
-            try:
+            with self._attempt(group, resource):
                 self._limit_group(knob, group, share)
-            except (OSError, ValueError, Unavailable) as exc:
-                self._write_failed(group, resource, exc)
 
     def _knob_targets(self, knob: MemoryKnob | IoKnob) -> list[str]:
         """The groups whose files the knob writes for the offline groups (I/O on v1: each group
@@ -231,12 +200,10 @@ class Guard:
 
     def _observe_io(self, knob: IoKnob, targets: list[str]) -> None:
         for group in targets:
-            try:
+            with self._attempt(group, "io"):
                 for write in knob.accounting_writes(group):
-                    self._write_line(knob, group, write)
+                    self._write(knob, group, write)
                 knob.observe(group)
-            except (OSError, ValueError) as exc:
-                self._write_failed(group, "io", exc)
         knob.forget(set(targets))
 
     def _limit_group(self, knob: MemoryKnob | IoKnob, group: str, share: float) -> None:
@@ -247,14 +214,11 @@ class Guard:
                 return  # no use to limit
             self._baselines[knob.resource, group] = baseline
         for write in knob.writes(group, share, baseline):  # type: ignore[arg-type]
-            self._write_line(knob, group, write)
+            self._write(knob, group, write)
 
-    def _write_line(self, knob: MemoryKnob | IoKnob, group: str, write: Write) -> None:
-        if knob.holds(group, write):
-            return
-        self.journal.remember(group, write.name)
-        text = f"{write.device} {write.text}" if write.device else write.text
-        self.limits.write_raw(group, text, write.name)
+    def _write(self, knob: MemoryKnob | IoKnob, group: str, write: Write) -> None:
+        if not knob.holds(group, write):
+            self.writer.write(group, write.name, write.line)
 
     def set_rules(self, rules: GuardRules, source: str = "analyzer") -> None:
         """Use ``rules`` from the next interval on (the analyzer's, hot-reloaded with its rules)."""
@@ -284,13 +248,7 @@ class Guard:
         for group in self._limited:
             if group not in view.offline:
                 self._baselines = {k: v for k, v in self._baselines.items() if not within(k[1], group)}
-                problems = self.journal.restore(group=group)
-                self._written = {k: v for k, v in self._written.items() if not within(k[0], group)}
-                if problems:
-                    with self._lock:
-                        self.status.write_errors += len(problems)
-                    log.error("group %s left the offline class; not all limits written back: %s", group,
-                              "; ".join(problems))  # fmt: skip
+                self._restore("group %s left the offline class; not all limits written back: %s", group, under=group)
         self._limited = view.offline
 
     def _apply(self) -> None:
@@ -298,62 +256,52 @@ class Guard:
             return
         # the lowest weight, all the time: offline work still uses every idle CPU, but online
         # work that wakes up runs first (the kubelet gives BestEffort pods the same)
+        weight, quota = self.limits.weight_file, self.limits.quota_file
         for group in self.offline:
-            self._write(group, self.limits.weight_file, lambda g: self.limits.lowest_weight)
+            with self._attempt(group, weight):
+                self.writer.ensure(group, weight, self.limits.lowest_weight)
         if self.state.limit is None:
-            if self.journal.holds(self.limits.quota_file):  # also retries a write-back that failed
-                self._restore("lifted", only=self.limits.quota_file)
+            if self.writer.journal.holds(quota):  # also retries a write-back that failed
+                self._restore(NOT_ALL_BACK, "lifted", only=quota)
             return
         cores = self.state.limit * self.cpus
         for group in self.offline:
-            self._write(group, self.limits.quota_file, lambda g: self.limits.text_for(g, self._capped(g, cores)))
+            with self._attempt(group, quota):
+                self.writer.ensure(group, quota, self.limits.text_for(group, self._capped(group, cores)))
 
     def _capped(self, group: str, cores: float) -> float:
         """``cores``, but never more than the group's own limit from before the guard (a tighter
         limit of its own is kept: the guard only ever takes CPU away)."""
-        original = self.journal.original(group, self.limits.quota_file)
-        own = self.limits.cores_of(group, original if original is not None else self.limits.read_raw(group))
+        quota = self.limits.quota_file
+        original = self.writer.journal.original(group, quota)
+        own = self.limits.cores_of(group, original if original is not None else self.writer.read(group, quota))
         return cores if own is None else min(cores, own)
 
-    def _write(self, group: str, name: str, wanted_for: Callable[[str], str]) -> None:
-        """Make ``group``'s file ``name`` say what ``wanted_for`` gives, journalled first."""
+    @contextlib.contextmanager
+    def _attempt(self, group: str, what: str) -> Iterator[None]:
+        """Writes to ``group``'s file or resource ``what``: one that fails is counted and logged;
+        a pod's cgroup (or one of its containers') that is not there (yet, or any more) is no failure."""
         try:
-            wanted = wanted_for(group)
-            current = self.limits.read_raw(group, name)
-            if current == wanted:
-                return
-            if (group, name) in self._written and current != self._written[group, name]:
-                with self._lock:
-                    self.status.reasserted += 1  # someone (the kubelet) wrote over it
-            self.journal.remember(group, name)
-            self.limits.write_raw(group, wanted, name)
-            self._written[group, name] = wanted
+            yield
         except (OSError, ValueError, Unavailable) as exc:
-            self._write_failed(group, name, exc)
+            if not (isinstance(exc, FileNotFoundError) and any(within(group, pod) for pod in self._from_pods)):
+                self.writer.failed(group, what, exc)
 
-    def _write_failed(self, group: str, name: str, exc: Exception) -> None:
-        """Count and log a failed write; a pod's cgroup (or one of its containers') that is not
-        there (yet, or any more) is no failure."""
-        if isinstance(exc, FileNotFoundError) and any(within(group, pod) for pod in self._from_pods):
-            return
-        with self._lock:
-            self.status.write_errors += 1
-        log.warning("cannot set %s of offline group %s: %s", name, group, exc, extra={"group": group})
-
-    def _restore(self, why: str, only: str = "") -> None:
-        problems = self.journal.restore(only)
-        self._written = {k: v for k, v in self._written.items() if only and k[1] != only}
+    def _restore(self, problem: str, *args: object, only: str = "", under: str = "") -> bool:
+        """Write limits back (:meth:`LimitWriter.restore`); what could not be written back is
+        logged as ``problem`` % (``args``, the problems). True when all went back."""
+        problems = self.writer.restore(only=only, under=under)
         if problems:
             with self._lock:
                 self.status.failing = True
-                self.status.write_errors += len(problems)
-            log.error("offline CPU limits %s, but not all written back: %s", why, "; ".join(problems))
+            log.error(problem, *args, "; ".join(problems))
+        return not problems
 
     def close(self) -> None:
         """Put every limit back as it was (also done by :meth:`recover` after a crash)."""
         self._closed = True
-        if self.journal:
-            self._restore("restored on exit")
+        if self.writer.journal:
+            self._restore(NOT_ALL_BACK, "restored on exit")
 
     def fail_safe(self) -> None:
         """After steps keep failing: lift the quota and the memory and I/O limits (offline work is
@@ -364,8 +312,8 @@ class Guard:
         if self.mode != "on":
             return
         for name in (self.limits.quota_file, *(n for knob in self.knobs.values() for n in knob.files)):
-            if self.journal.holds(name):
-                self._restore("lifted after failing steps", only=name)
+            if self.writer.journal.holds(name):
+                self._restore(NOT_ALL_BACK, "lifted after failing steps", only=name)
 
     def _stalled(self) -> dict[tuple[str, str, str], float]:
         out: dict[tuple[str, str, str], float] = {}
@@ -381,123 +329,13 @@ class Guard:
     def families(self) -> list[Family]:
         """The guard's metric families (rendered with the collector's)."""
         with self._lock:
-            st = self.status
-            limit = 1.0 if st.limit is None else st.limit
-            out = [
-                Family(
-                    "mco_guard_mode",
-                    "The guard's mode (1): dry-run only reports",
-                    "gauge",
-                    ("mode",),
-                    [((st.mode,), 1.0)],
-                ),
-                Family(
-                    "mco_guard_offline_cpu_limit_ratio",
-                    "CPU the offline groups may use, share of the node's CPUs (1: unlimited)",
-                    "gauge",
-                    (),
-                    [((), limit)],
-                ),
-                Family(
-                    "mco_guard_actions",
-                    "Changes of the offline CPU limit by action (dry-run: the ones it would make)",
-                    "counter",
-                    ("action",),
-                    [((a,), float(n)) for a, n in sorted(st.actions.items())],
-                ),
-                Family(
-                    "mco_guard_limit_reasserted",
-                    "Times another writer (the kubelet) had replaced a limit the guard set",
-                    "counter",
-                    (),
-                    [((), float(st.reasserted))],
-                ),
-                Family(
-                    "mco_guard_write_errors",
-                    "Limit writes or restores that failed",
-                    "counter",
-                    (),
-                    [((), float(st.write_errors))],
-                ),
-                Family(
-                    "mco_guard_failing",
-                    "1 while the last interval's cgroup writes or restores failed (the log says which)",
-                    "gauge",
-                    (),
-                    [((), 1.0 if st.failing else 0.0)],
-                ),
-                Family(
-                    "mco_guard_offline_limit_ratio",
-                    "Memory or I/O the offline groups may use, share of their use when first limited (1: unlimited)",
-                    "gauge",
-                    ("resource",),
-                    [((r,), 1.0 if v is None else v) for r, v in sorted(st.knob_limits.items())],
-                ),
-                Family(
-                    "mco_guard_resource_actions",
-                    "Changes of the offline memory and I/O limits by action (dry-run: the ones it would make)",
-                    "counter",
-                    ("resource", "action"),
-                    [(key, float(n)) for key, n in sorted(st.knob_actions.items())],
-                ),
-                Family(
-                    "mco_guard_rules_source",
-                    "Where the guard's rules come from (1): config (collector.yaml) or analyzer (detection rules)",
-                    "gauge",
-                    ("source",),
-                    [((st.rules_from,), 1.0)],
-                ),
-                Family(
-                    "mco_guard_groups",
-                    "Groups the guard watches (online) and may limit (offline), by where they come from",
-                    "gauge",
-                    ("class", "from"),
-                    [
-                        ((cls, origin), float(sum((g in st.groups.from_pods) == (origin == "pods") for g in groups)))
-                        for cls, groups in (("online", st.groups.online), ("offline", st.groups.offline))
-                        for origin in ("config", "pods")
-                    ],
-                ),
-                Family(
-                    "mco_guard_group_conflicts",
-                    "Pod groups left out because they hold or sit inside a group of the other class",
-                    "gauge",
-                    (),
-                    [((), float(st.groups.conflicts))],
-                ),
-                Family(
-                    "mco_guard_changes_dropped",
-                    "Limit changes that no analyzer stream took in time (no Event was posted for them)",
-                    "counter",
-                    (),
-                    [((), float(st.changes_dropped))],
-                ),
-                Family(
-                    "mco_workload_pressure_seconds",
-                    "Seconds the group's tasks stalled on the resource (PSI some total=, per cgroup)",
-                    "counter",
-                    ("class", "group", "resource"),
-                    [(key, value) for key, value in sorted(st.stalled.items())],
-                ),
-            ]
-            if st.pressure is not None:
-                out.insert(
-                    1,
-                    Family(
-                        "mco_guard_online_cpu_pressure_percent",
-                        "CPU stall share of the last interval of the worst online group, percent",
-                        "gauge",
-                        (),
-                        [((), st.pressure)],
-                    ),
-                )
-        return out
+            return families(self.status, self.writer.counts())
 
 
 class GuardLoop:
-    """Runs :meth:`Guard.step` every ``interval`` seconds in a daemon thread."""
+    """Runs :meth:`NodeGuard.step` every ``interval`` seconds in a daemon thread."""
 
-    def __init__(self, guard: Guard, interval: float) -> None:
+    def __init__(self, guard: NodeGuard, interval: float) -> None:
         self.guard = guard
         self.interval = interval
         self._stop = threading.Event()
