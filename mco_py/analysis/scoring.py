@@ -477,8 +477,7 @@ class Scorer:
             level = RANKED_LEVELS[node.rank]
             # the common calm node (nothing above warn, nothing unjudged) has nothing to say
             calm = node.rank == 0 and score <= 0 and not node.unjudged
-            if node.rank:
-                score = self._rules.levels.held(score, node.rank)
+            score = self._rules.levels.held(score, node.rank)
         else:
             level, calm = Level.UNKNOWN, False
         reasons: Sequence[str]
