@@ -113,7 +113,7 @@ def side_by_side(duration: float, flush: float | None = None) -> dict[str, dict[
             "-m",
             "mco_py.cli",
             "collector",
-            "--analyzer",
+            "--stream-analyzers",
             f"127.0.0.1:{analyzer_port}",
             "--bio-backend",
             "libbpf",
@@ -123,7 +123,7 @@ def side_by_side(duration: float, flush: float | None = None) -> dict[str, dict[
             "127.0.0.1",
             "--metrics-port",
             "0",
-            *(["--flush-interval", f"{flush:g}"] if flush is not None else []),
+            *(["--stream-flush-interval", f"{flush:g}"] if flush is not None else []),
         ],
         stderr=subprocess.PIPE,
         text=True,
@@ -317,7 +317,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--requests", type=int, default=20000)
-    parser.add_argument("--flush", type=float, help="collector --flush-interval (default: the collector's, 5 s)")
+    parser.add_argument("--flush", type=float, help="collector --stream-flush-interval (default: the collector's, 5 s)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root (eBPF, tracefs)")

@@ -167,16 +167,15 @@ def guard(groups: Groups, workdir: Path) -> subprocess.Popen[bytes]:
     config.write_text(
         json.dumps(
             {
-                "stream": False,
-                "metrics_host": "127.0.0.1",
-                "metrics_port": 0,
-                "bio_backend": "off",
+                "stream": {"enabled": False},
+                "metricsHost": "127.0.0.1",
+                "metricsPort": 0,
+                "bioBackend": "off",
                 "llc": "off",
                 "resctrl": "off",
-                "guard": "on",
-                "online_cgroups": [f"{NAME}/online"],
-                "offline_cgroups": [f"{NAME}/offline"],
-                "guard_journal": str(workdir / "guard-limits.json"),
+                "onlineCgroups": [f"{NAME}/online"],
+                "offlineCgroups": [f"{NAME}/offline"],
+                "guard": {"mode": "on", "journal": str(workdir / "guard-limits.json")},
             }
         )
     )

@@ -70,6 +70,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.guard.bench_guard import bogo_ops_per_s  # noqa: E402 - stress-ng's figures, read as bench/guard does
 from testbed.nodes import Bed  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
 
 SCENARIO = "kube_nodes_booted"
 NAMESPACE = "mco-bench-protection"
@@ -137,19 +138,6 @@ def molecule(step: str) -> None:
     subprocess.run([str(venv / "molecule"), step, "-s", SCENARIO], cwd=ROOT, env=env, check=True)
 
 
-def poll(check: Callable[[], T], timeout: float, failure: str, interval: float = 0.5) -> T:
-    """``check()``'s first truthy value, asked every ``interval`` seconds; RuntimeError(``failure``)
-    after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise RuntimeError(failure)
-        time.sleep(interval)
-
-
 class Nodes:
     """Commands on the bed's nodes, over the testbed's own ssh (no Python process per command: the
     watcher polls while a round is measured)."""
@@ -178,11 +166,11 @@ class Cluster:
         for namespace in TEST_NAMESPACES:
             with contextlib.suppress(ApiException):
                 self.core.delete_namespace(namespace)
-        poll(
+        wait_until(
             lambda: not {n.metadata.name for n in self.core.list_namespace().items} & TEST_NAMESPACES,
+            "the test namespaces to be deleted",
             180,
-            "the test namespaces are still being deleted after 180 s",
-            interval=1,
+            every=1,
         )
         self.core.create_namespace({"metadata": {"name": NAMESPACE}})
 
@@ -249,20 +237,21 @@ class Cluster:
     def bound(self, name: str, timeout: float = 60) -> str:
         """The node pod ``name`` was bound to."""
         return str(
-            poll(
+            wait_until(
                 lambda: self.core.read_namespaced_pod(name, NAMESPACE).spec.node_name,
+                f"pod {name} to be bound",
                 timeout,
-                f"pod {name} not bound after {timeout:.0f} s",
-                interval=0.2,
+                every=0.2,
             )
         )
 
     def delete_newcomers(self) -> None:
         self.core.delete_collection_namespaced_pod(NAMESPACE, label_selector="app=newcomer", grace_period_seconds=0)
-        poll(
+        wait_until(
             lambda: not self.core.list_namespaced_pod(NAMESPACE, label_selector="app=newcomer").items,
+            "the new replicas and batch pods to go",
             120,
-            "new replicas and batch pods still there after 120 s",
+            every=0.5,
         )
 
     def wait_running(self, name: str, timeout: float = 120) -> Any:
@@ -273,13 +262,14 @@ class Cluster:
             ready = pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or [])
             return pod if ready else None
 
-        return poll(running, timeout, f"pod {name} not running after {timeout:.0f} s", interval=0.2)
+        return wait_until(running, f"pod {name} to run", timeout, every=0.2)
 
     def wait_ended(self, name: str, timeout: float) -> str:
-        poll(
+        wait_until(
             lambda: self.core.read_namespaced_pod(name, NAMESPACE).status.phase in ("Failed", "Succeeded"),
+            f"pod {name} to end",
             timeout,
-            f"pod {name} still running after {timeout:.0f} s",
+            every=0.5,
         )
         logs: str = self.core.read_namespaced_pod_log(name, NAMESPACE)
         return logs
@@ -295,8 +285,8 @@ class Cluster:
                 return True
             return False
 
-        with contextlib.suppress(RuntimeError):  # still terminating after 120 s: the next create says so
-            poll(gone, 120, "", interval=0.3)
+        with contextlib.suppress(TimeoutError):  # still terminating after 120 s: the next create says so
+            wait_until(gone, "the pod to go", 120, every=0.3)
 
     def levels(self) -> dict[str, tuple[str, dict[str, str]]]:
         """Each node's level, overall and by dimension (a dimension scoring 0 is not listed)."""
@@ -401,7 +391,7 @@ class Bench:
     def collector(self, state: str) -> None:
         self.nodes.run("node-b", f"systemctl {state} mco-collector")
         if state == "start":  # serving again, with the analyzer's list of node-b's pods
-            poll(self.names_online_pod, 60, "node-b's collector did not name the online pod within 60 s", interval=1)
+            wait_until(self.names_online_pod, "node-b's collector to name the online pod", 60, every=1)
 
     def names_online_pod(self) -> bool:
         try:

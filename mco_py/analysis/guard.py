@@ -33,7 +33,6 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from mco_py.errors import ConfigError
 
@@ -109,29 +108,6 @@ def rule_problems(rules: GuardRules) -> list[str]:
     if not 0 <= rules.io_floor < 1:
         out.append(f"io_floor ({rules.io_floor:g}) must be at least 0 and below 1")
     return out
-
-
-def rules_from_mapping(doc: Any) -> GuardRules:
-    """:class:`GuardRules` from a YAML mapping (unknown keys and wrong types named); raises ConfigError."""
-    if doc is None:
-        return GuardRules()
-    if not isinstance(doc, dict):
-        raise ConfigError(f"expected a mapping, got {type(doc).__name__}")
-    known = {f for f in GuardRules.__dataclass_fields__}
-    unknown = sorted(set(doc) - known)
-    if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(known))}")
-    values: dict[str, Any] = {}
-    for key, value in doc.items():
-        want_int = key == "calm_intervals"
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or (want_int and not float(value).is_integer())
-        ):
-            raise ConfigError(f"{key}: {value!r} is not {'an integer' if want_int else 'a number'}")
-        values[key] = int(value) if want_int else float(value)
-    return GuardRules(**values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from mco_py.analysis.guard import GuardChange
 from mco_py.analysis.samples import InvalidSample, node_name_problem
 from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.analyzer.workloads import WorkloadIndex
+from mco_py.config.analyzer import DEFAULT_MAX_MESSAGE_BYTES
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import OnceFilter, RateLimit, truncate
 from mco_py.rpc import codec
@@ -30,8 +31,6 @@ from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,13 +9,12 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
-from mco_py.collector.biolatency import BACKENDS
-from mco_py.collector.config import CollectorSettings, load_settings
 from mco_py.collector.exporter import CollectorMetrics
 from mco_py.collector.guard.files import detect_layout
 from mco_py.collector.guard.loop import GuardLoop, NodeGuard
@@ -23,6 +22,8 @@ from mco_py.collector.guard.writer import LimitWriter
 from mco_py.collector.sampler import SampleLoop, Sampler, open_sources, workload_groups
 from mco_py.collector.signals import NodeSample
 from mco_py.collector.workload_groups import WorkloadGroups
+from mco_py.config.collector import SPEC, CollectorSettings
+from mco_py.config.loader import Loaded, add_flags, flag_values, load, read_document
 from mco_py.errors import ConfigError
 from mco_py.obs import process
 from mco_py.obs.http import RunningServer
@@ -40,83 +41,26 @@ GRPC_EXPERIMENTS = "-event_engine_client"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``mco collector`` (each overrides the config file and the environment)."""
+    """Flags of ``mco collector``: one per setting (docs/collector.md#settings), and the actions."""
     add = parser.add_argument
-    add("--config", type=Path, help="YAML settings file (keys as the flags, with underscores)")
-    add("--node-name", dest="node_name", help="node name (env NODE_NAME; default: host name)")
-    add("--interval", dest="interval_s", type=float, help="sample interval in seconds (default 1)")
-    add("--proc-root", dest="proc_root", type=Path, help="procfs root (default /proc)")
-    add("--sys-root", dest="sys_root", type=Path, help="sysfs root (default /sys)")
-    add("--tracefs-root", dest="tracefs_root", type=Path, help="tracefs mount point (default /sys/kernel/tracing)")
-    add("--metrics-host", dest="metrics_host", help="address of /metrics (default 0.0.0.0)")
-    add("--metrics-port", dest="metrics_port", type=int, help="port of /metrics (default 9877; 0 = any free)")
-    add("--bio-backend", dest="bio_backend", choices=BACKENDS, help="block latency backend (default auto)")
-    add("--bio-min-events", dest="bio_min_events", type=int, help="fewest block I/Os for a P99 (default 20)")
-    add("--bpf-dir", dest="bpf_dir", type=Path, help="directory with biolatency.bpf.o")
-    add("--llc", choices=("auto", "off"), help="LLC miss rate from perf counters (default auto)")
-    add("--resctrl", choices=("auto", "off"), help="resctrl extras (default auto)")
-    add("--analyzer", dest="analyzers", action="append", metavar="HOST:PORT", help="analyzer address (repeatable)")
-    add("--no-stream", dest="stream", action="store_const", const=False, help="exporter only, no gRPC stream")
-    add("--buffer-samples", dest="buffer_samples", type=int, help="send buffer per analyzer (default 600)")
-    add(
-        "--flush-interval",
-        dest="flush_interval_s",
-        type=float,
-        help="send to the analyzers at most every N seconds, all samples batched (default 5; 0 = each at once)",
-    )
-    add("--tls-ca", dest="tls_ca", type=Path, help="CA bundle (enables TLS)")
-    add("--tls-cert", dest="tls_cert", type=Path, help="client certificate (mTLS)")
-    add("--tls-key", dest="tls_key", type=Path, help="client key (mTLS)")
-    add("--tls-server-name", dest="tls_server_name", help="server name to verify")
-    add("--token-file", dest="token_file", type=Path, help="file with the shared bearer token")
-    add("--log-level", dest="log_level", choices=("debug", "info", "warning", "error"))
+    add("--config", type=Path, help="YAML settings file (keys in camelCase; docs/collector.md#settings)")
+    add_flags(parser, SPEC)
     add("--once", action="store_true", help="take one sample (two readings one interval apart), print it, exit")
     add(
         "--restore-guard",
         action="store_true",
-        help="write back the CPU limits a killed node guard left (its guard_journal), then exit",
+        help="write back the limits a killed node guard left (its guard.journal), then exit",
     )
     add("-o", "--output", choices=("json", "text"), default="text", help="--once output format")
 
 
-_FLAG_KEYS = [
-    "node_name",
-    "interval_s",
-    "proc_root",
-    "sys_root",
-    "tracefs_root",
-    "metrics_host",
-    "metrics_port",
-    "bio_backend",
-    "bio_min_events",
-    "bpf_dir",
-    "llc",
-    "resctrl",
-    "analyzers",
-    "stream",
-    "buffer_samples",
-    "flush_interval_s",
-    "tls_ca",
-    "tls_cert",
-    "tls_key",
-    "tls_server_name",
-    "token_file",
-    "log_level",
-]
-
-
-def settings_from_args(args: argparse.Namespace, env: dict[str, str]) -> CollectorSettings:
-    """Merge the config file, the environment and the flags."""
-    file_text = None
-    if args.config is not None:
-        try:
-            file_text = args.config.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--config {args.config}: cannot read ({exc.strerror or exc})") from exc
-    flags: dict[str, Any] = {k: getattr(args, k, None) for k in _FLAG_KEYS}
+def settings_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Loaded[CollectorSettings]:
+    """The config file (only when --config names one), the environment and the flags."""
+    document = read_document(args.config, required=True) if args.config is not None else None
+    flags, notes = flag_values(args)
     if args.once:
-        flags["stream"] = False
-    return load_settings(file_text=file_text, file_name=str(args.config or "config"), env=env, flags=flags)
+        flags["stream.enabled"] = False
+    return load(SPEC, document=document, source=str(args.config), env=env, flags=flags, flag_notes=notes)
 
 
 def format_text(sample: NodeSample) -> str:
@@ -149,11 +93,14 @@ def run_once(sampler: Sampler, interval_s: float, output: str, stop: threading.E
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``mco collector``."""
     try:
-        settings = settings_from_args(args, dict(os.environ))
+        loaded = settings_from_args(args, os.environ)
     except ConfigError as exc:
         print(f"mco collector: {exc}", file=sys.stderr)
         return 2
+    settings = loaded.settings
     setup_logging(settings.log_level)
+    for note in loaded.notes:
+        log.warning("config: %s", note)
     if args.restore_guard:
         return restore_guard(settings)
     stop = threading.Event()
@@ -167,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     log.info("collector backends: %s", sampler.backends, extra={"node": settings.node_name, **sampler.backends})
     try:
         if args.once:
-            return run_once(sampler, settings.interval_s, args.output, stop)
+            return run_once(sampler, settings.interval, args.output, stop)
         process.tune("collector")
         return serve(settings, sampler, stop, groups=groups)
     except ConfigError as exc:
@@ -179,11 +126,11 @@ def run(args: argparse.Namespace) -> int:
 
 def restore_guard(settings: CollectorSettings) -> int:
     """``--restore-guard``: what the guard's journal recorded, written back (0: done or nothing to do)."""
-    if not settings.guard_journal.exists():
-        print(f"no guard journal at {settings.guard_journal}: nothing to restore")
+    if not settings.guard.journal.exists():
+        print(f"no guard journal at {settings.guard.journal}: nothing to restore")
         return 0
     try:
-        writer = LimitWriter.at(settings.cgroup_root, settings.guard_journal)
+        writer = LimitWriter.at(settings.cgroup_root, settings.guard.journal)
     except ConfigError as exc:
         print(f"mco collector: {exc}", file=sys.stderr)
         return 1
@@ -191,7 +138,7 @@ def restore_guard(settings: CollectorSettings) -> int:
     for problem in problems:
         print(f"mco collector: {problem}", file=sys.stderr)
     if not problems:
-        print(f"restored the CPU limits recorded in {settings.guard_journal}")
+        print(f"restored the CPU limits recorded in {settings.guard.journal}")
     return 1 if problems else 0
 
 
@@ -208,28 +155,28 @@ class CollectorDaemon:
         groups: WorkloadGroups | None = None,
     ) -> None:
         self.registry = registry or CollectorRegistry()
-        self.loop = SampleLoop(sampler, interval_s=settings.interval_s, stop=stop)
+        self.loop = SampleLoop(sampler, interval_s=settings.interval, stop=stop)
         self.guard: GuardLoop | None = None
-        if settings.guard != "off":
+        if settings.guard.mode != "off":
             layout = detect_layout(settings.cgroup_root)
             guard = NodeGuard(
                 layout,
                 groups=groups or workload_groups(settings),
-                rules=settings.guard_rules,
-                mode=settings.guard,
-                journal_path=settings.guard_journal,
+                rules=settings.guard.rules.rules(),
+                mode=settings.guard.mode,
+                journal_path=settings.guard.journal,
                 node=settings.node_name,
-                resources=settings.guard_resources,
+                resources=settings.guard.resources,
             )
-            self.guard = GuardLoop(guard, settings.guard_interval_s)
-        elif settings.guard_journal.exists():  # a guard was killed, then switched off: undo its limits anyway
-            problems = LimitWriter.at(settings.cgroup_root, settings.guard_journal).restore()
+            self.guard = GuardLoop(guard, settings.guard.interval)
+        elif settings.guard.journal.exists():  # a guard was killed, then switched off: undo its limits anyway
+            problems = LimitWriter.at(settings.cgroup_root, settings.guard.journal).restore()
             if problems:
                 log.error("cannot restore the CPU limits a killed guard left: %s", "; ".join(problems))
             else:
-                log.warning("restored the CPU limits a killed guard left (%s)", settings.guard_journal)
+                log.warning("restored the CPU limits a killed guard left (%s)", settings.guard.journal)
         self.fanout: StreamFanout | None = None
-        if settings.stream:
+        if settings.stream.enabled:
             # grpc is imported only when streaming: an exporter-only collector stays smaller without it.
             # gRPC's EventEngine client keeps four threads waking many times a second (a large share of
             # the collector's CPU at a 1 s interval: docs/collector.md); the long-standing iomgr client
@@ -240,7 +187,7 @@ class CollectorDaemon:
 
             g = self.guard.guard if self.guard else None
             self.fanout = StreamFanout(
-                settings.stream_config(),
+                settings.stream,
                 collector_id=settings.node_name,
                 on_set_interval=self.loop.set_interval,
                 on_guard=functools.partial(apply_guard_control, g) if g else None,

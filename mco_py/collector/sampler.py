@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 
 from mco_py.collector.biolatency import BioConfig, BioLatencySource
 from mco_py.collector.cgroups import WorkloadPressureSource
-from mco_py.collector.config import MAX_INTERVAL_S, MIN_INTERVAL_S, CollectorSettings
 from mco_py.collector.cpustat import OomSource, StealSource
 from mco_py.collector.exporter import CollectorMetrics
 from mco_py.collector.guard.files import detect_layout
@@ -19,6 +18,7 @@ from mco_py.collector.resctrl import ResctrlSource
 from mco_py.collector.signals import Absence, NodeSample, Reading, Total, Unavailable
 from mco_py.collector.source import ProblemLog, Source
 from mco_py.collector.workload_groups import WorkloadGroups, detect_driver
+from mco_py.config.collector import MAX_INTERVAL_S, MIN_INTERVAL_S, CollectorSettings
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import OnceFilter
 
@@ -163,7 +163,7 @@ def workload_groups(settings: CollectorSettings) -> WorkloadGroups | None:
     """The node's workload classes (configured groups; pods once the analyzer names them), or
     None when neither classes nor the guard are configured. Raises ConfigError for nested
     online and offline groups."""
-    if not (settings.online_cgroups or settings.offline_cgroups or settings.guard != "off"):
+    if not (settings.online_cgroups or settings.offline_cgroups or settings.guard.mode != "off"):
         return None
     try:
         driver = detect_driver(detect_layout(settings.cgroup_root).cpu_root, settings.kubelet_cgroup_driver)

@@ -27,8 +27,8 @@ import grpc
 
 from mco_py import __version__
 from mco_py.analysis.guard import GuardChange
-from mco_py.collector.config import StreamConfig
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
+from mco_py.config.collector import StreamSettings
 from mco_py.errors import ConfigError
 from mco_py.obs.logging import OnceFilter
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
@@ -118,25 +118,25 @@ def _read(path: Path, what: str) -> bytes:
         ) from exc
 
 
-def channel_credentials(config: StreamConfig) -> grpc.ChannelCredentials | None:
+def channel_credentials(config: StreamSettings) -> grpc.ChannelCredentials | None:
     """TLS credentials from the configured files; None for plaintext."""
     if config.tls_ca is None and config.tls_cert is None and config.tls_key is None:
         return None
     if (config.tls_cert is None) != (config.tls_key is None):
-        raise ConfigError("tls_cert and tls_key must be given together (mTLS client certificate and its key)")
+        raise ConfigError("stream.tlsCert and stream.tlsKey go together (the mTLS client certificate and its key)")
     return grpc.ssl_channel_credentials(
-        root_certificates=_read(config.tls_ca, "tls_ca") if config.tls_ca else None,
-        private_key=_read(config.tls_key, "tls_key") if config.tls_key else None,
-        certificate_chain=_read(config.tls_cert, "tls_cert") if config.tls_cert else None,
+        root_certificates=_read(config.tls_ca, "stream.tlsCa") if config.tls_ca else None,
+        private_key=_read(config.tls_key, "stream.tlsKey") if config.tls_key else None,
+        certificate_chain=_read(config.tls_cert, "stream.tlsCert") if config.tls_cert else None,
     )
 
 
-def _metadata(config: StreamConfig) -> tuple[tuple[str, str], ...]:
+def _metadata(config: StreamSettings) -> tuple[tuple[str, str], ...]:
     if config.token_file is None:
         return ()
-    token = _read(config.token_file, "token_file").decode("utf-8", "replace").strip()
+    token = _read(config.token_file, "stream.tokenFile").decode("utf-8", "replace").strip()
     if not token:
-        raise ConfigError(f"token_file {config.token_file} is empty; put the shared bearer token in it")
+        raise ConfigError(f"stream.tokenFile {config.token_file} is empty; put the shared bearer token in it")
     return (("authorization", f"Bearer {token}"),)
 
 
@@ -155,7 +155,7 @@ class AnalyzerStream:
     def __init__(
         self,
         target: str,
-        config: StreamConfig,
+        config: StreamSettings,
         *,
         collector_id: str,
         on_set_interval: Callable[[float], None] | None = None,
@@ -247,8 +247,8 @@ class AnalyzerStream:
             ("grpc.keepalive_timeout_ms", self._config.keepalive_timeout_ms),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.max_pings_without_data", 0),
-            ("grpc.initial_reconnect_backoff_ms", int(self._config.backoff_initial_s * 1000)),
-            ("grpc.max_reconnect_backoff_ms", int(self._config.backoff_max_s * 1000)),
+            ("grpc.initial_reconnect_backoff_ms", int(self._config.backoff_initial * 1000)),
+            ("grpc.max_reconnect_backoff_ms", int(self._config.backoff_max * 1000)),
         ]
         if self._config.tls_server_name:
             options.append(("grpc.ssl_target_name_override", self._config.tls_server_name))
@@ -296,13 +296,13 @@ class AnalyzerStream:
             await call.write(batch)
             self._flushing = True  # before looking at the buffer: a later urgent publish wakes us
             self._urgent.clear()
-            if self._config.flush_interval_s > 0 and not self._buffer and not self._stopping.is_set():
+            if self._config.flush_interval > 0 and not self._buffer and not self._stopping.is_set():
                 # Caught up: let samples gather. Each message wakes the gRPC core's threads many times,
                 # more CPU than taking the sample (docs/benchmarks.md, "Collector": flush 0 against
                 # flush 5 s); the first sample still goes at once.
                 # A stop, or a sample with a signal past the analyzer's SendEarly value, ends the wait.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._urgent.wait(), self._config.flush_interval_s)
+                    await asyncio.wait_for(self._urgent.wait(), self._config.flush_interval)
             self._flushing = False
 
     async def _reader(
@@ -380,7 +380,7 @@ class AnalyzerStream:
             if self._stop.is_set():
                 break
             attempt = 0 if acked else attempt + 1
-            delay = min(self._config.backoff_max_s, self._config.backoff_initial_s * (2 ** min(attempt, 30)))
+            delay = min(self._config.backoff_max, self._config.backoff_initial * (2 ** min(attempt, 30)))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self._rng.uniform(delay / 2, delay))
         self._loop = None
@@ -419,7 +419,7 @@ class AnalyzerStream:
             return False
         channel = self._channel()
         try:
-            if not await self._until_stopped_or(channel.channel_ready(), max(1.0, self._config.backoff_max_s)):
+            if not await self._until_stopped_or(channel.channel_ready(), max(1.0, self._config.backoff_max)):
                 self._log_down("unreachable")
                 return False
             stub = pb_grpc.AnalyzerStub(channel)
@@ -477,7 +477,7 @@ class StreamFanout:
 
     def __init__(
         self,
-        config: StreamConfig,
+        config: StreamSettings,
         *,
         collector_id: str,
         on_set_interval: Callable[[float], None] | None = None,

@@ -22,11 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
 from mco_py.doctor.checks import Check, PartView, Verdict, judge
-from mco_py.doctor.probe import PARTS, probe_host, read_config
-from mco_py.errors import MCOError
+from mco_py.doctor.probe import PARTS, probe_host, read_settings
+from mco_py.errors import ConfigError, MCOError
 
 DEFAULT_CONFIG_DIR = Path("/etc/mco")
 DEFAULT_LOG_DIR = Path("/var/log/mco")
@@ -71,15 +69,11 @@ def run(args: argparse.Namespace) -> int:
     if args.cluster:
         checks = _cluster_checks(args, progress)
     else:
-        views, problems = probe_host(args.config_dir, timeout=args.timeout, progress=progress)
-        checks = [
-            Check(
-                "configuration",
-                Verdict.FAIL,
-                problem,
-                "fix the file (docs/configuration.md) and rerun the playbook",
-            )
-            for problem in problems
+        views, problems, notes = probe_host(args.config_dir, timeout=args.timeout, progress=progress)
+        fix = "fix the file (docs/configuration.md) and rerun the playbook"
+        checks = [Check("configuration", Verdict.FAIL, problem, fix) for problem in problems]
+        checks += [
+            Check("configuration", Verdict.WARN, note, "rerun the playbook: it writes the new keys") for note in notes
         ]
         checks += judge(views) if views or not problems else []
     worst = max((c.verdict for c in checks), default=Verdict.OK)
@@ -113,10 +107,12 @@ def _cluster_checks(args: argparse.Namespace, progress: Callable[[str], None]) -
 
 def _extender_ttl(config_dir: Path) -> float:
     """``crStatusTTLSeconds`` of this host's extender, else the extender's default."""
+    path = config_dir / "extender.yaml"
     try:
-        value = read_config(config_dir / "extender.yaml").get("crStatusTTLSeconds", DEFAULT_TTL_S)
-        return float(value) if float(value) > 0 else DEFAULT_TTL_S
-    except (OSError, ValueError, TypeError, yaml.YAMLError):
+        return (
+            float(read_settings("extender", path).settings.cr_status_ttl_seconds) if path.is_file() else DEFAULT_TTL_S
+        )
+    except ConfigError:
         return DEFAULT_TTL_S
 
 

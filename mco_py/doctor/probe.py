@@ -14,40 +14,32 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import yaml
 
+from mco_py.config import analyzer, collector, extender
+from mco_py.config.loader import Loaded, Spec, load, read_document
 from mco_py.doctor.checks import PartView
+from mco_py.errors import ConfigError
 
-#: part -> (configuration file name, port key, default port)
-PARTS: dict[str, tuple[str, str, int]] = {
-    "collector": ("collector.yaml", "metrics_port", 9877),
-    "analyzer": ("analyzer.yaml", "metrics_port", 9878),
-    "extender": ("extender.yaml", "listen", 9879),
+#: part -> (configuration file name, how the part reads it)
+PARTS: dict[str, tuple[str, Spec[Any]]] = {
+    "collector": ("collector.yaml", collector.SPEC),
+    "analyzer": ("analyzer.yaml", analyzer.SPEC),
+    "extender": ("extender.yaml", extender.SPEC),
 }
 #: Largest HTTP answer read (a collector's /metrics is a small fraction of it).
 MAX_BODY = 4 * 1024 * 1024
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """The YAML mapping in ``path``; an empty one when it is not a mapping. Raises OSError,
-    ValueError (not UTF-8) or yaml.YAMLError."""
-    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return doc if isinstance(doc, dict) else {}
+def read_settings(part: str, path: Path) -> Loaded[Any]:
+    """The part's settings in ``path``, read as the part reads them (its environment and flags are
+    not known here). Raises ConfigError naming each problem."""
+    return load(PARTS[part][1], document=read_document(path, required=True), source=str(path))
 
 
-def address_of(part: str, config: dict[str, Any]) -> tuple[str, int]:
+def address_of(part: str, settings: Any) -> tuple[str, int]:
     """Where the part's HTTP endpoint answers on this host: its configured address (loopback
-    when it binds every address) and port (``listen: "host:port"`` for the extender)."""
-    _, key, default = PARTS[part]
-    if key == "listen":
-        host, _, port_text = str(config.get(key, f":{default}")).rpartition(":")
-        host = host.strip("[]")
-    else:
-        host, port_text = str(config.get("metrics_host", "") or ""), str(config.get(key, default))
-    try:
-        port = int(port_text)
-    except ValueError:
-        port = default
+    when it binds every address) and port (``listen`` for the extender)."""
+    host, port = settings.address if part == "extender" else (settings.metrics_host, settings.metrics_port)
     if host in ("", "0.0.0.0"):  # noqa: S104 - what the part binds, not what we bind
         host = "127.0.0.1"
     elif host == "::":
@@ -138,9 +130,9 @@ def port_listener(port: int) -> psutil.Process | str | None:
     return None
 
 
-def probe_part(part: str, path: Path, config: dict[str, Any], *, timeout: float) -> PartView:
-    """Everything :func:`mco_py.doctor.checks.judge` needs about one part (``config`` read from ``path``)."""
-    host, port = address_of(part, config)
+def probe_part(part: str, path: Path, settings: Any, *, timeout: float) -> PartView:
+    """Everything :func:`mco_py.doctor.checks.judge` needs about one part (``settings`` read from ``path``)."""
+    host, port = address_of(part, settings)
     owner = port_listener(port)
     own = isinstance(owner, psutil.Process) and is_part(owner, part, path)
     proc = owner if own and isinstance(owner, psutil.Process) else find_process(part, path)
@@ -170,40 +162,43 @@ def probe_part(part: str, path: Path, config: dict[str, Any], *, timeout: float)
         metrics=metrics,
         metrics_error=error,
         ready=ready,
-        settings=settings_of(part, config),
+        settings=settings_of(part, settings),
     )
 
 
-def settings_of(part: str, config: dict[str, Any]) -> dict[str, object]:
-    """What the checks need from a part's configuration: the extender's TTL; how the analyzer and
-    the collector authenticate their gRPC stream (whether each credential is set, never its value)."""
+def settings_of(part: str, settings: Any) -> dict[str, object]:
+    """What the checks need from a part's settings: the extender's TTL; how the analyzer and the
+    collector authenticate their gRPC stream (whether each credential is set, never its value)."""
     if part == "extender":
-        return {"crStatusTTLSeconds": config.get("crStatusTTLSeconds", 30)}
-    out: dict[str, object] = {key: bool(config.get(key)) for key in ("tls_ca", "tls_cert", "token_file")}
+        return {"crStatusTTLSeconds": settings.cr_status_ttl_seconds}
+    grpc = settings.stream if part == "collector" else settings
+    out: dict[str, object] = {key: bool(getattr(grpc, key)) for key in ("tls_ca", "tls_cert", "token_file")}
     if part == "analyzer":
-        out["listen"] = str(config.get("listen") or ":9876")
+        out["listen"] = settings.listen
     else:
-        out["stream"] = config.get("stream", True) is not False
-        analyzers = config.get("analyzers") or []
-        out["analyzers"] = [str(a) for a in analyzers] if isinstance(analyzers, list) else [str(analyzers)]
+        out["stream"] = settings.stream.enabled
+        out["analyzers"] = list(settings.stream.analyzers)
     return out
 
 
 def probe_host(
     config_dir: Path, *, timeout: float = 3.0, progress: Callable[[str], None] = lambda _: None
-) -> tuple[list[PartView], list[str]]:
-    """A view of each part whose configuration is in ``config_dir``, and the problems reading them."""
+) -> tuple[list[PartView], list[str], list[str]]:
+    """A view of each part whose configuration is in ``config_dir``, the problems reading them (the
+    part refuses the file too) and the warnings (old keys the part still reads)."""
     views: list[PartView] = []
     problems: list[str] = []
-    for part, (file_name, _, _) in PARTS.items():
+    notes: list[str] = []
+    for part, (file_name, spec) in PARTS.items():
         path = config_dir / file_name
         if not path.is_file():
             continue
         progress(f"checking {part}")
         try:
-            config = read_config(path)
-        except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8
-            problems.append(f"{path}: cannot read: {exc}")
-            config = {}
-        views.append(probe_part(part, path, config, timeout=timeout))
-    return views, problems
+            loaded = read_settings(part, path)
+        except ConfigError as exc:  # the part refuses the file too: its defaults say where to look
+            problems.append(str(exc))
+            loaded = Loaded(spec.settings())
+        notes += loaded.notes
+        views.append(probe_part(part, path, loaded.settings, timeout=timeout))
+    return views, problems, notes

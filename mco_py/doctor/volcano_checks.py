@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from mco_py.config.extender import SPEC as EXTENDER
+from mco_py.config.loader import load
 from mco_py.doctor.checks import Check, Verdict
 from mco_py.doctor.cluster_view import (
     DEPLOY_STEP,
@@ -25,7 +27,6 @@ from mco_py.doctor.cluster_view import (
 )
 from mco_py.errors import ConfigError
 from mco_py.extender.app import volcano_format
-from mco_py.extender.config import config_from_mapping
 
 
 def volcano_checks(conf: Read, deployment: Read) -> Iterator[Check]:
@@ -106,7 +107,8 @@ def _volcano_plugin(name: str, entries: list[dict[str, Any]], deployment: Read, 
     if unknown:
         problems.append(f"mco-plugin ignores the argument(s) {', '.join(unknown)}")
     try:
-        config_from_mapping({k: v for k, v in arguments.items() if k in PLUGIN_ARGUMENTS}, source="mco-plugin")
+        given = {k: v for k, v in arguments.items() if k in PLUGIN_ARGUMENTS}
+        load(EXTENDER, document=given, source="mco-plugin arguments")
     except ConfigError as exc:
         problems.append(f"{exc} (the plugin uses the default instead)")
     images = [

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from mco_py.config.extender import DEFAULT_PATH, SPEC, ExtenderSettings
+from mco_py.config.loader import Loaded, add_flags, load_with_args
 from mco_py.errors import ConfigError
 from mco_py.extender.app import ExtenderApp
-from mco_py.extender.config import DEFAULT_PATH, ExtenderConfig, load_config, with_overrides
 from mco_py.extender.source import FileReportSource, NodeLabelCache, NoLabels, WatchReportSource
 from mco_py.extender.wire import MsgspecDecoder
 from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.obs import process
-from mco_py.obs.http import serve_forever
+from mco_py.obs.http import ServerOptions, serve_forever
 from mco_py.obs.logging import setup_logging
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
@@ -28,49 +31,28 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``mco extender``: one per setting (docs/extender.md#settings), and the event loop's."""
     parser.add_argument("--config", type=Path, default=None, help=f"config file (default {DEFAULT_PATH}, optional)")
-    parser.add_argument("--mode", choices=("standalone", "cluster"), default=None, help="report source")
-    parser.add_argument("--report-file", default=None, help="standalone report file")
-    parser.add_argument("--kubeconfig", default=None, help="cluster mode kubeconfig")
-    parser.add_argument("--cr-name", default=None, help="NodeInterferenceReport name (crName)")
-    parser.add_argument("--listen", default=None, help="[host]:port, e.g. :9879 (port 0 = any free port)")
-    parser.add_argument("--volcano-version", default=None, help="reply format of /volcano/<verb>: 1.9 or 1.10")
-    parser.add_argument("--ttl-seconds", type=float, default=None, help="crStatusTTLSeconds")
-    parser.add_argument("--score-weight", type=float, default=None, help="scoreWeight")
-    parser.add_argument("--max-body-bytes", type=int, default=None, help="larger requests are answered fail-open")
-    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
+    add_flags(parser, SPEC)
     parser.add_argument("--no-uvloop", action="store_true", help="use the plain asyncio event loop")
 
 
-def build_config(args: argparse.Namespace) -> ExtenderConfig:
-    path: Path = args.config or DEFAULT_PATH
-    cfg = load_config(path, required=args.config is not None)
-    return with_overrides(
-        cfg,
-        {
-            "mode": args.mode,
-            "report_file": args.report_file,
-            "kubeconfig": args.kubeconfig,
-            "cr_name": args.cr_name,
-            "listen": args.listen,
-            "volcano_version": args.volcano_version,
-            "ttl_seconds": args.ttl_seconds,
-            "score_weight": args.score_weight,
-            "max_body_bytes": args.max_body_bytes,
-            "log_level": args.log_level,
-        },
-    )
+def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> Loaded[ExtenderSettings]:
+    """Defaults < the config file < the environment < the flags."""
+    return load_with_args(SPEC, args, default_file=DEFAULT_PATH, env=env)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        cfg = build_config(args)
+        loaded = build_config(args, os.environ)
     except ConfigError as exc:
         print(f"mco extender: {exc}", file=sys.stderr)
         return 2
+    cfg = loaded.settings
     setup_logging(cfg.log_level)
-    for note in cfg.notes:
+    for note in loaded.notes:
         log.warning("config: %s", note)
+    host, port = cfg.address
 
     labels: NodeLabelCache | NoLabels
     source: FileReportSource | WatchReportSource
@@ -101,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         labels=labels,
         decoder=MsgspecDecoder(),
         registry=CollectorRegistry(),
-        volcano_version=cfg.volcano_version,
+        volcano_version=cfg.volcano_reply,
     )
     source.start()
     labels.start()
@@ -110,11 +92,11 @@ def run(args: argparse.Namespace) -> int:
         log.info(
             "extender listening",
             extra={
-                "host": cfg.host,
+                "host": host,
                 "port": port,
                 "mode": cfg.mode,
                 "source": source.describe(),
-                "volcanoVersion": cfg.volcano_version,
+                "volcanoVersion": cfg.volcano_reply,
                 "mallocTuned": tuning.malloc_tuned,
                 "heapTrim": tuning.trim is not None,
             },
@@ -122,20 +104,16 @@ def run(args: argparse.Namespace) -> int:
 
     tuning = process.tune("extender")
     try:
-        serve_forever(
-            app,
-            cfg.host,
-            cfg.port,
+        options = ServerOptions(
             max_body=cfg.max_body_bytes,
             limits=cfg.limits,
-            on_listening=_listening,
-            use_uvloop=not args.no_uvloop,
             trim_heap=tuning.trim,
             on_guard=app.metrics.watch_connections,
         )
+        serve_forever(app, host, port, options, on_listening=_listening, use_uvloop=not args.no_uvloop)
     except OSError as exc:
-        log.error("cannot listen", extra={"host": cfg.host, "port": cfg.port, "error": str(exc)})
-        print(f"mco extender: cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}", file=sys.stderr)
+        log.error("cannot listen", extra={"host": host, "port": port, "error": str(exc)})
+        print(f"mco extender: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     finally:
         source.stop()

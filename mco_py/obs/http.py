@@ -37,7 +37,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httptools
@@ -427,6 +427,22 @@ class _Connection(asyncio.BufferedProtocol):
             self.deadline = self._guard.clock() + self._limits.idle_timeout
 
 
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    """How a server treats its connections, the same however it runs (:func:`create_server`,
+    :func:`start_in_thread`, :func:`serve_forever`)."""
+
+    max_body: int = 128 * 1024 * 1024
+    """Larger request bodies are not read: the app's fail-open answer goes back at once."""
+    limits: Limits = field(default_factory=Limits)
+    """Connection cap and deadlines."""
+    trim_heap: Callable[[int], object] | None = None
+    """Run ``trim_delay`` seconds after a large request (see :class:`HeapTrimmer`); None: never."""
+    trim_delay: float = 10.0
+    on_guard: Callable[[ConnectionGuard], object] | None = None
+    """Handed the :class:`ConnectionGuard` before the first connection (to export its counts)."""
+
+
 @dataclass
 class RunningServer:
     """A server started by :func:`start_in_thread`."""
@@ -455,31 +471,24 @@ async def create_server(
     app: App,
     host: str = "127.0.0.1",
     port: int = 0,
+    options: ServerOptions | None = None,
     *,
-    max_body: int = 128 * 1024 * 1024,
-    limits: Limits | None = None,
     reuse_port: bool = False,
-    trim_heap: Callable[[int], object] | None = None,
-    trim_delay: float = 10.0,
     sock: socket.socket | None = None,
-    on_guard: Callable[[ConnectionGuard], object] | None = None,
 ) -> tuple[asyncio.AbstractServer, int, ConnectionGuard]:
     """Listen on ``host:port`` (0 = a free port), or on ``sock`` when given (bound, listening);
-    returns the server, the bound port and its :class:`ConnectionGuard`.
-
-    ``trim_heap``, when given, runs ``trim_delay`` seconds after a large request (see :class:`HeapTrimmer`);
-    ``on_guard`` is handed the guard before the first connection (to export its counts).
-    """
+    returns the server, the bound port and its :class:`ConnectionGuard`."""
+    opts = options or ServerOptions()
     loop = asyncio.get_running_loop()
     read_buffer = ReadBuffer()
     outbox = Outbox(loop)
-    guard = ConnectionGuard(loop, limits or Limits())
-    if on_guard is not None:
-        on_guard(guard)
-    trimmer = HeapTrimmer(loop, trim_heap, delay=trim_delay) if trim_heap is not None else None
+    guard = ConnectionGuard(loop, opts.limits)
+    if opts.on_guard is not None:
+        opts.on_guard(guard)
+    trimmer = HeapTrimmer(loop, opts.trim_heap, delay=opts.trim_delay) if opts.trim_heap is not None else None
 
     def protocol() -> _Connection:
-        return _Connection(app, max_body, guard, read_buffer, outbox, trimmer=trimmer)
+        return _Connection(app, opts.max_body, guard, read_buffer, outbox, trimmer=trimmer)
 
     if sock is not None:
         server = await loop.create_server(protocol, sock=sock, backlog=1024)
@@ -506,14 +515,10 @@ def start_in_thread(
     app: App,
     host: str = "127.0.0.1",
     port: int = 0,
+    options: ServerOptions | None = None,
     *,
-    max_body: int = 128 * 1024 * 1024,
-    limits: Limits | None = None,
     use_uvloop: bool = True,
-    trim_heap: Callable[[int], object] | None = None,
-    trim_delay: float = 10.0,
     sock: socket.socket | None = None,
-    on_guard: Callable[[ConnectionGuard], object] | None = None,
     name: str = "http",
 ) -> RunningServer:
     """Run the server in a daemon thread (``name``) with its own loop; returns once it listens."""
@@ -525,17 +530,7 @@ def start_in_thread(
         asyncio.set_event_loop(loop)
         try:
             holder["server"], holder["port"], holder["guard"] = loop.run_until_complete(
-                create_server(
-                    app,
-                    host,
-                    port,
-                    max_body=max_body,
-                    limits=limits,
-                    trim_heap=trim_heap,
-                    trim_delay=trim_delay,
-                    sock=sock,
-                    on_guard=on_guard,
-                )
+                create_server(app, host, port, options, sock=sock)
             )
         except BaseException as exc:
             holder["error"] = exc
@@ -560,14 +555,11 @@ def serve_forever(
     app: App,
     host: str,
     port: int,
+    options: ServerOptions,
     *,
-    max_body: int,
-    limits: Limits | None = None,
     on_listening: Callable[[int], None] | None = None,
     stop: asyncio.Event | None = None,
     use_uvloop: bool = True,
-    trim_heap: Callable[[int], object] | None = None,
-    on_guard: Callable[[ConnectionGuard], object] | None = None,
 ) -> None:
     """Run the server in this thread until SIGTERM/SIGINT."""
     import signal  # noqa: PLC0415
@@ -576,9 +568,7 @@ def serve_forever(
     asyncio.set_event_loop(loop)
 
     async def _main() -> None:
-        server, bound, guard = await create_server(
-            app, host, port, max_body=max_body, limits=limits, trim_heap=trim_heap, on_guard=on_guard
-        )
+        server, bound, guard = await create_server(app, host, port, options)
         if on_listening is not None:
             on_listening(bound)
         done = stop or asyncio.Event()

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from mco_py.obs.http import RunningServer, start_in_thread
+from mco_py.obs.http import RunningServer, ServerOptions, start_in_thread
 from mco_py.obs.http_app import Limits, Request, Response
 
 log = logging.getLogger(__name__)
@@ -77,9 +77,8 @@ def serve_metrics(
     family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     sock = socket.create_server((host, port), family=family, backlog=128)
     try:
-        return start_in_thread(
-            MetricsApp(registry), sock=sock, max_body=0, limits=limits, use_uvloop=False, name="metrics-http"
-        )
+        options = ServerOptions(max_body=0, limits=limits)
+        return start_in_thread(MetricsApp(registry), options=options, sock=sock, use_uvloop=False, name="metrics-http")
     except BaseException:
         sock.close()
         raise

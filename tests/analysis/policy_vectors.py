@@ -36,8 +36,9 @@ from mco_py.analysis.policy import (
     report_state,
     volcano_score,
 )
+from mco_py.config.extender import SPEC as EXTENDER
+from mco_py.config.loader import load
 from mco_py.errors import ReportError
-from mco_py.extender.config import config_from_mapping
 from mco_py.model import SIGNAL_NAMES
 from mco_py.report.assemble import gather, index_of, shard_of
 from mco_py.report.document import Status, decode, report_of
@@ -240,7 +241,7 @@ def _case(
 
 def build() -> dict[str, Any]:
     """The whole table, from today's policy."""
-    settings = [config_from_mapping(doc, source="vector").policy for doc in SETTINGS]
+    settings = [load(EXTENDER, document=doc, source="vector").settings.policy for doc in SETTINGS]
     reports = _reports()
     rng = random.Random(SEED)
     picks = [

@@ -128,7 +128,7 @@ def collectors(tmp_path: Path) -> Iterator[tuple[Process, Path, list[subprocess.
                         "127.0.0.1",
                         "--metrics-port",
                         "0",
-                        "--analyzer",
+                        "--stream-analyzers",
                         f"127.0.0.1:{analyzer.grpc_port}",
                     ],
                     stdout=subprocess.DEVNULL,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from mco_py.store.kube import KubeReportStore
 from tests.contracts import crd_schema
 from tests.rpc import wire
 from tests.rules_fixtures import SIGNAL, quick_rules, quick_rules_text
+from tests.waiting import wait_until
 
 NS = "mco-system"
 
@@ -152,15 +153,6 @@ def test_rules_hot_reload_from_configmap_with_a_bad_document_in_between(api: cli
     assert engine.rules.version == "cm-2"
     assert registry.get_sample_value("mco_analyzer_rules_source_valid") == 1
     assert registry.get_sample_value("mco_analyzer_rules_reload_total", {"result": "invalid"}) == 2
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def lease(api_client: client.ApiClient) -> Any:

@@ -28,6 +28,7 @@ from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
 from tests.contracts import crd_schema
 from tests.rpc import wire
 from tests.rules_fixtures import SIGNAL, quick_rules_text
+from tests.waiting import wait_until
 
 
 @functools.cache
@@ -68,14 +69,19 @@ class Process:
                 self.lines.append({"message": raw})
 
     def wait_for(self, cond: Callable[[], bool], what: str, timeout: float = 30) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """``cond`` holds while the analyzer runs (its log in the error otherwise)."""
+
+        def alive_and() -> bool:
             if cond():
                 return True
-            if self.proc.poll() is not None and not cond():
+            if self.proc.poll() is not None:
                 raise AssertionError(f"analyzer exited ({self.proc.returncode}) waiting for {what}: {self.lines}")
-            time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}; log: {self.lines[-20:]}")
+            return False
+
+        try:
+            return wait_until(alive_and, what, timeout)
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}; log: {self.lines[-20:]}") from None
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as resp:
@@ -237,16 +243,17 @@ def parse(*argv: str) -> argparse.Namespace:
 def test_flags_override_config_file(tmp_path: Path) -> None:
     cfg = tmp_path / "analyzer.yaml"
     cfg.write_text("mode: cluster\nreportInterval: 7\nlisten: ':1234'\nidentity: from-file\n")
-    settings = load_settings(parse("--config", str(cfg), "--report-interval", "2"))
+    env = {"MCO_ANALYZER_REPORT_INTERVAL": "3", "MCO_ANALYZER_LISTEN": ":2345"}
+    settings = load_settings(parse("--config", str(cfg), "--report-interval", "2"), env).settings
     assert (settings.mode, settings.report_interval, settings.listen, settings.identity) == (
         "cluster",
         2.0,
-        ":1234",
+        ":2345",
         "from-file",
     )
 
 
-def test_snake_case_keys_as_the_ansible_role_renders_them(tmp_path: Path) -> None:
+def test_snake_case_keys_of_earlier_releases_are_read_with_a_warning(tmp_path: Path) -> None:
     cfg = tmp_path / "analyzer.yaml"
     cfg.write_text(
         'mode: cluster\nidentity: "an-1"\nlisten: ":9876"\nmetrics_port: 9878\nreport_interval: 5\n'
@@ -254,32 +261,40 @@ def test_snake_case_keys_as_the_ansible_role_renders_them(tmp_path: Path) -> Non
         'rules_interval: 30\nkubeconfig: ""\ntls_ca: ""\ntls_cert: ""\ntls_key: ""\ntoken_file: ""\n'
         'log_level: "info"\n'
     )
-    settings = load_settings(parse("--config", str(cfg)))
+    loaded = load_settings(parse("--config", str(cfg), "--rules-configmap", "rules"), {})
+    settings = loaded.settings
     assert (settings.mode, settings.identity, settings.metrics_port, settings.rules_interval) == (
         "cluster",
         "an-1",
         9878,
         30.0,
     )
-    assert settings.tls_cert == ""
+    assert (settings.tls_cert, settings.rules_config_map) == ("", "rules")
+    assert loaded.notes == (
+        "--rules-configmap is now --rules-config-map; rename it (the old flag is still read)",
+        f"{cfg}: old keys read: report_file → reportFile, report_name → reportName, rules_file → rulesFile, "
+        "rules_interval → rulesInterval, metrics_port → metricsPort, report_interval → reportInterval, tls_cert → "
+        "tlsCert, tls_key → tlsKey, tls_ca → tlsCa, token_file → tokenFile, log_level → logLevel; rename them "
+        "(docs: docs/analyzer.md#settings)",
+    )
 
 
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ("reportIntervall: 5\n", "did you mean 'reportInterval'"),
-        ("reportInterval: soon\n", "reportInterval: expected float"),
-        ("mode: both\n", "mode 'both' is not one of"),
+        ("reportIntervall: 5\n", "reportIntervall: unknown key; did you mean 'reportInterval'"),
+        ("reportInterval: soon\n", "reportInterval: expected float, got str 'soon'"),
+        ("mode: both\n", "mode: expected one of standalone, cluster, got 'both'"),
         ("- a\n", "expected a mapping"),
-        ("tlsCert: /x\n", "needs both tlsCert and tlsKey"),
-        ("reportInterval: 0\n", "reportInterval must be positive"),
+        ("tlsCert: /x\n", "tlsCert: tlsCert and tlsKey go together"),
+        ("reportInterval: 0\n", "reportInterval: expected float > 0.0, got 0"),
     ],
 )
 def test_bad_config_is_explained(tmp_path: Path, text: str, words: str) -> None:
     cfg = tmp_path / "analyzer.yaml"
     cfg.write_text(text)
     with pytest.raises(ConfigError, match=words):
-        load_settings(parse("--config", str(cfg)))
+        load_settings(parse("--config", str(cfg)), {})
 
 
 def test_bad_config_exits_2_with_message(tmp_path: Path) -> None:
@@ -293,4 +308,4 @@ def test_bad_config_exits_2_with_message(tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode == 2
-    assert "unknown key 'bogus'" in out.stderr
+    assert f"{cfg}: bogus: unknown key" in out.stderr

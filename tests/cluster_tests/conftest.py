@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import pytest
@@ -22,6 +22,7 @@ import yaml
 
 from mco_py.model import Sample
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
+from tests import waiting
 from tests.cluster.build import BuildError, binaries, volcano_crds
 from tests.cluster.cluster import RealCluster, extender_config, free_port, volcano_conf
 from tests.docs.doc_commands import select
@@ -36,17 +37,12 @@ NS = "mco-system"
 TTL = 4.0
 
 pytestmark = pytest.mark.cluster
+T = TypeVar("T")
 
 
-def wait_until(cond: Callable[[], Any], what: str, timeout: float = 60.0, every: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
+def wait_until(cond: Callable[[], T], what: str, timeout: float = 60.0, every: float = 0.25) -> T:
+    """:func:`tests.waiting.wait_until` at the cluster's pace (each ask may be an API call)."""
+    return waiting.wait_until(cond, what, timeout, every)
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from mco_py.collector.config import CollectorSettings, load_settings
 from mco_py.collector.exporter import (
     BIO_LATENCY_BOUNDS_US,
     SIGNAL_METRICS,
@@ -27,6 +26,8 @@ from mco_py.collector.histogram import latency_slot
 from mco_py.collector.main import CollectorDaemon
 from mco_py.collector.sampler import Sampler, open_sources
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus, Total
+from mco_py.config.collector import CollectorSettings
+from tests.config.settings import collector_settings
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -45,17 +46,17 @@ def names(series: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> set[s
 
 def fixture_settings(host_tree: Path, *, interval_s: float) -> CollectorSettings:
     """An exporter-only collector on the fixture host, /metrics on a free loopback port."""
-    return load_settings(
+    return collector_settings(
         flags={
-            "node_name": "node-a",
-            "proc_root": host_tree / "proc",
-            "sys_root": host_tree / "sys",
-            "tracefs_root": host_tree / "no-tracefs",
-            "bio_backend": "diskstats",
-            "metrics_host": "127.0.0.1",
-            "metrics_port": 0,
-            "interval_s": interval_s,
-            "stream": False,
+            "nodeName": "node-a",
+            "procRoot": str(host_tree / "proc"),
+            "sysRoot": str(host_tree / "sys"),
+            "tracefsRoot": str(host_tree / "no-tracefs"),
+            "bioBackend": "diskstats",
+            "metricsHost": "127.0.0.1",
+            "metricsPort": 0,
+            "interval": interval_s,
+            "stream.enabled": False,
         }
     )
 

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,9 @@ from mco_py.analysis.guard import (
     GuardState,
     decide,
     decide_io,
-    rules_from_mapping,
 )
 from mco_py.analysis.workloads import WorkloadPod, pod_group
 from mco_py.collector.cgroups import Layout, PressureMeter, WorkloadPressureSource
-from mco_py.collector.config import load_settings
 from mco_py.collector.guard.files import detect_layout
 from mco_py.collector.guard.journal import Journal
 from mco_py.collector.guard.knobs import CpuLimits, IoKnob
@@ -34,6 +33,7 @@ from mco_py.collector.guard.loop import NodeGuard
 from mco_py.collector.guard.writer import LimitWriter
 from mco_py.collector.workload_groups import WorkloadGroups, detect_driver
 from mco_py.errors import ConfigError
+from tests.config.settings import collector_settings
 
 _rules = st.builds(
     GuardRules,
@@ -175,42 +175,47 @@ def test_the_io_loop_settles_near_its_target_and_stays_there(gain: float) -> Non
 @pytest.mark.parametrize(
     ("doc", "says"),
     [
-        ({"throttle_above": 2, "release_below": 5}, "release_below (5) < throttle_above (2)"),
-        ({"step_down": 1.5}, "step_down (1.5) must be between 0 and 1"),
-        ({"floor": 1}, "floor (1) must be at least 0 and below 1"),
-        ({"io_target": 0}, "io_target (0) must be above 0 and at most 100"),
-        ({"io_floor": -0.1}, "io_floor (-0.1) must be at least 0 and below 1"),
-        ({"calm_intervals": 0}, "calm_intervals (0) must be at least 1"),
-        ({"calm_intervals": 1.5}, "calm_intervals: 1.5 is not an integer"),
-        ({"step_up": "lots"}, "step_up: 'lots' is not a number"),
-        ({"floor": True}, "floor: True is not a number"),
-        ({"throttle": 5}, "unknown key(s) throttle; known: calm_intervals"),
-        ([1], "expected a mapping, got list"),
+        ({"throttleAbove": 2, "releaseBelow": 5}, "guard.rules: need 0 <= release_below (5) < throttle_above (2)"),
+        ({"stepDown": 1.5}, "guard.rules: step_down (1.5) must be between 0 and 1"),
+        ({"floor": 1}, "guard.rules: floor (1) must be at least 0 and below 1"),
+        ({"ioTarget": 0}, "guard.rules: io_target (0) must be above 0 and at most 100"),
+        ({"ioFloor": -0.1}, "guard.rules: io_floor (-0.1) must be at least 0 and below 1"),
+        ({"calmIntervals": 0}, "guard.rules: calm_intervals (0) must be at least 1"),
+        ({"calmIntervals": 1.5}, "guard.rules.calmIntervals: expected int, got float 1.5"),
+        ({"stepUp": "lots"}, "guard.rules.stepUp: expected float, got str 'lots'"),
+        ({"floor": True}, "guard.rules.floor: expected float, got bool True"),
+        ({"throttle": 5}, "guard.rules.throttle: unknown key; did you mean 'throttleAbove'?"),
+        ([1], "guard.rules: expected a mapping of settings"),
     ],
 )
 def test_bad_rules_say_what_to_fix(doc: object, says: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        rules_from_mapping(doc)
-    assert says in str(caught.value)
+        collector_settings(f"stream: {{enabled: false}}\nguard: {{rules: {json.dumps(doc)}}}\n")
+    assert f"collector.yaml: {says}" in str(caught.value)
 
 
 def test_the_collector_configuration_of_the_guard() -> None:
-    settings = load_settings(
-        file_text=(
-            "stream: false\nguard: dry-run\nonline_cgroups: [online.slice]\noffline_cgroups: [offline.slice, batch]\n"
-            "guard_rules: {throttle_above: 20, floor: 0.2}\n"
-        )
+    settings = collector_settings(
+        "stream: {enabled: false}\nguard: {mode: dry-run, rules: {throttleAbove: 20, floor: 0.2}}\n"
+        "onlineCgroups: [online.slice]\nofflineCgroups: [offline.slice, batch]\n"
     )
-    assert settings.guard == "dry-run"
+    assert settings.guard.mode == "dry-run"
     assert settings.offline_cgroups == ("offline.slice", "batch")
-    assert settings.guard_rules == GuardRules(throttle_above=20, floor=0.2)
-    assert load_settings(file_text="stream: false\n").guard == "off"
-    with pytest.raises(ConfigError, match=r"guard_rules: floor \(2\) must be at least 0 and below 1"):
-        load_settings(file_text="stream: false\nguard: on\nguard_rules: {floor: 2}\n")
-    with pytest.raises(ConfigError, match="guard: on needs online_cgroups"):
-        load_settings(file_text="stream: false\nguard: on\noffline_cgroups: [batch]\n")
-    with pytest.raises(ConfigError, match="guard: 'yes'; expected one of off, dry-run, on"):
-        load_settings(file_text="stream: false\nguard: 'yes'\n")
+    assert settings.guard.rules.rules() == GuardRules(throttle_above=20, floor=0.2)
+    assert collector_settings("stream: {enabled: false}\n").guard.mode == "off"
+    # YAML 1.1 reads an unquoted on as true: taken as meant
+    assert (
+        collector_settings(
+            "stream: {enabled: false}\nguard: {mode: on}\nonlineCgroups: [a]\nofflineCgroups: [b]\n"
+        ).guard.mode
+        == "on"
+    )
+    with pytest.raises(ConfigError, match=r"guard.rules: floor \(2\) must be at least 0 and below 1"):
+        collector_settings("stream: {enabled: false}\nguard: {mode: on, rules: {floor: 2}}\n")
+    with pytest.raises(ConfigError, match=re.escape("guard.mode: on needs onlineCgroups")):
+        collector_settings("stream: {enabled: false}\nguard: {mode: on}\nofflineCgroups: [batch]\n")
+    with pytest.raises(ConfigError, match=re.escape("guard.mode: expected one of off, dry-run, on, got 'yes'")):
+        collector_settings("stream: {enabled: false}\nguard: {mode: 'yes'}\n")
 
 
 # -- a cgroup v2 tree ------------------------------------------------------------------------
@@ -524,7 +529,7 @@ def test_restore_guard_writes_back_what_a_journal_recorded(tmp_path: Path) -> No
     root = v2_tree(tmp_path / "cg", ["offline"])
     config = tmp_path / "collector.yaml"
     journal = tmp_path / "journal.json"
-    config.write_text(f"stream: false\ncgroup_root: {root}\nguard_journal: {journal}\n")
+    config.write_text(f"stream: {{enabled: false}}\ncgroupRoot: {root}\nguard: {{journal: {journal}}}\n")
     command = [sys.executable, "-m", "mco_py.cli", "collector", "--config", str(config), "--restore-guard"]
     nothing = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert nothing.returncode == 0

@@ -92,18 +92,20 @@ def collector(tmp_path: Path, groups: Groups, mode: str = "on") -> subprocess.Po
     config.write_text(
         yaml.safe_dump(
             {
-                "stream": False,
-                "metrics_host": "127.0.0.1",
-                "metrics_port": 0,
-                "bio_backend": "off",
+                "stream": {"enabled": False},
+                "metricsHost": "127.0.0.1",
+                "metricsPort": 0,
+                "bioBackend": "off",
                 "llc": "off",
                 "resctrl": "off",
-                "guard": mode,
-                "guard_interval_s": 0.5,
-                "online_cgroups": [f"{groups.name}/online"],
-                "offline_cgroups": [f"{groups.name}/offline"],
-                "guard_journal": str(tmp_path / "guard-limits.json"),
-                "guard_rules": {"throttle_above": 10, "release_below": 2, "calm_intervals": 2, "floor": 0.1},
+                "onlineCgroups": [f"{groups.name}/online"],
+                "offlineCgroups": [f"{groups.name}/offline"],
+                "guard": {
+                    "mode": mode,
+                    "interval": 0.5,
+                    "journal": str(tmp_path / "guard-limits.json"),
+                    "rules": {"throttleAbove": 10, "releaseBelow": 2, "calmIntervals": 2, "floor": 0.1},
+                },
             }
         )
     )

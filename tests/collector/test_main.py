@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from mco_py.collector.config import load_settings
 from mco_py.errors import ConfigError
 from mco_py.model import CLASS_SIGNALS, SIGNAL_NAMES
+from tests.config.settings import collector_settings
 
 from .conftest import is_root
 
@@ -24,35 +24,38 @@ MCO = [sys.executable, "-m", "mco_py.cli", "collector"]
 
 
 def test_settings_layers(tmp_path: Path) -> None:
-    text = "interval_s: 2\nanalyzers: [a:9876]\nbio_backend: tracefs\nnode_name: from-file\n"
-    settings = load_settings(
-        file_text=text,
+    text = "interval: 2\nstream: {analyzers: [a:9876]}\nbioBackend: tracefs\nnodeName: from-file\n"
+    settings = collector_settings(
+        text,
         env={"NODE_NAME": "from-env", "MCO_COLLECTOR_METRICS_PORT": "9999", "MCO_COLLECTOR_BIO_BACKEND": "diskstats"},
-        flags={"bio_backend": "libbpf", "analyzers": ["b:1", "c:2"]},
+        flags={"bioBackend": "libbpf", "stream.analyzers": ["b:1", "c:2"]},
     )
     assert settings.node_name == "from-env"
-    assert settings.interval_s == 2.0
+    assert settings.interval == 2.0
     assert settings.metrics_port == 9999
     assert settings.bio_backend == "libbpf"
-    assert settings.analyzers == ("b:1", "c:2")
+    assert settings.stream.analyzers == ("b:1", "c:2")
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"file_text": "bio_backend: magic\nstream: false\n"}, "bio_backend: 'magic'; expected one of"),
-        ({"file_text": "intervl_s: 1\nstream: false\n"}, "unknown key 'intervl_s'"),
-        ({"file_text": "[1, 2]"}, "expected a mapping"),
-        ({"file_text": "stream: true\n"}, "no analyzer address"),
-        ({"file_text": "analyzers: [nohost]\n"}, "is not host:port"),
-        ({"env": {"MCO_COLLECTOR_INTERVAL_S": "soon"}, "flags": {"stream": False}}, "MCO_COLLECTOR_INTERVAL_S"),
-        ({"flags": {"stream": False, "interval_s": 0.0}}, "interval_s"),
-        ({"flags": {"stream": False, "tls_cert": "/c"}}, "tls_cert and tls_key"),
+        ({"text": "bioBackend: magic\nstream: {enabled: false}\n"}, "collector.yaml: bioBackend: expected one of"),
+        ({"text": "intervl: 1\nstream: {enabled: false}\n"}, "intervl: unknown key; did you mean 'interval'?"),
+        ({"text": "[1, 2]"}, "expected a mapping"),
+        ({"text": "stream: {enabled: true}\n"}, "stream.analyzers: no analyzer address"),
+        ({"text": "stream: {analyzers: [nohost]}\n"}, "'nohost' is not host:port"),
+        (
+            {"env": {"MCO_COLLECTOR_INTERVAL": "soon"}, "flags": {"stream.enabled": False}},
+            "environment MCO_COLLECTOR_INTERVAL: interval: expected float, got str 'soon'",
+        ),
+        ({"flags": {"stream.enabled": False, "interval": 0.0}}, "--interval: interval: expected float >= 0.1"),
+        ({"flags": {"stream.enabled": False, "stream.tlsCert": "/c"}}, "stream.tlsCert: tlsCert and tlsKey go"),
     ],
 )
 def test_bad_settings_name_the_problem(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        load_settings(**kwargs)  # type: ignore[arg-type]
+        collector_settings(**kwargs)  # type: ignore[arg-type]
 
 
 def test_once_json_has_every_report_signal(host_tree: Path) -> None:
@@ -101,10 +104,10 @@ def test_once_json_has_every_report_signal(host_tree: Path) -> None:
 
 def test_bad_flag_value_exits_2() -> None:
     result = subprocess.run(
-        [*MCO, "--interval", "0", "--no-stream"], capture_output=True, text=True, timeout=60, check=False
+        [*MCO, "--interval", "0", "--no-stream-enabled"], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 2
-    assert "interval_s" in result.stderr
+    assert "--interval: interval: expected float >= 0.1, got '0'" in result.stderr
 
 
 @pytest.mark.root
@@ -114,7 +117,7 @@ def test_sigterm_cleans_up(backend: str) -> None:
     proc = subprocess.Popen(
         [
             *MCO,
-            "--no-stream",
+            "--no-stream-enabled",
             "--metrics-host",
             "127.0.0.1",
             "--metrics-port",
@@ -163,8 +166,8 @@ def test_sigterm_cleans_up(backend: str) -> None:
 
 def test_config_file_and_env(tmp_path: Path, host_tree: Path) -> None:
     config = tmp_path / "collector.yaml"
-    config.write_text(f"proc_root: {host_tree / 'proc'}\nsys_root: {host_tree / 'sys'}\nbio_backend: diskstats\n")
-    env = {**os.environ, "NODE_NAME": "from-env", "MCO_COLLECTOR_INTERVAL_S": "0.1"}
+    config.write_text(f"procRoot: {host_tree / 'proc'}\nsysRoot: {host_tree / 'sys'}\nbioBackend: diskstats\n")
+    env = {**os.environ, "NODE_NAME": "from-env", "MCO_COLLECTOR_INTERVAL": "0.1"}
     result = subprocess.run(
         [*MCO, "--config", str(config), "--once", "-o", "json"],
         capture_output=True,
@@ -185,4 +188,4 @@ def test_config_file_and_env(tmp_path: Path, host_tree: Path) -> None:
         check=False,
     )
     assert missing.returncode == 2
-    assert "nope.yaml: cannot read" in missing.stderr
+    assert "nope.yaml: does not exist" in missing.stderr

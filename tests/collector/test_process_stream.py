@@ -28,7 +28,7 @@ def test_collector_process_streams_and_catches_up_after_the_analyzer_restarts() 
     proc = subprocess.Popen(
         [
             *MCO,
-            "--analyzer",
+            "--stream-analyzers",
             f"127.0.0.1:{port}",
             "--node-name",
             "restart-node",

@@ -3,9 +3,10 @@ server killed and restarted mid-stream, bounded buffer with counted drops, mTLS.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent import futures
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,11 +15,13 @@ import grpc
 import pytest
 
 from mco_py.collector.signals import Absence, NodeSample, Reading
-from mco_py.collector.stream import AnalyzerStream, StreamConfig, StreamFanout, sample_to_proto, unpacked
+from mco_py.collector.stream import AnalyzerStream, StreamFanout, sample_to_proto, unpacked
+from mco_py.config.collector import StreamSettings
 from mco_py.errors import ConfigError
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
+from tests.waiting import wait_until
 
 
 class Recorder(pb_grpc.AnalyzerServicer):
@@ -78,13 +81,6 @@ def serve(
     return server, bound
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def make_sample(i: int) -> NodeSample:
     return NodeSample(
         node="node-a",
@@ -100,7 +96,7 @@ def make_sample(i: int) -> NodeSample:
     )
 
 
-FAST = {"backoff_initial_s": 0.05, "backoff_max_s": 0.2, "flush_interval_s": 0.0}
+FAST = {"backoff_initial": 0.05, "backoff_max": 0.2, "flush_interval": 0.0}
 
 
 def test_sample_to_proto() -> None:
@@ -142,20 +138,20 @@ def test_values_go_packed_only_to_an_analyzer_that_announced_them() -> None:
     analyzer (a rollback), every value goes as a Signal again."""
     new = Recorder(packed=True)
     server, port = serve(new)
-    stream = AnalyzerStream(f"127.0.0.1:{port}", StreamConfig(**FAST), collector_id="node-a")
+    stream = AnalyzerStream(f"127.0.0.1:{port}", StreamSettings(**FAST), collector_id="node-a")
     try:
         stream.start()
         stream.publish(sample_to_proto(make_sample(0)))
         new.wait_samples(1)
-        wait_for(lambda: stream.status().sent == 1, what="the first ack (after the Features)")
+        wait_until(lambda: stream.status().sent == 1, what="the first ack (after the Features)")
         stream.publish(sample_to_proto(make_sample(1)))
         second = new.wait_samples(2)[1]
         assert list(second.value_names) == ["psiIoSomeAvg10"]
         # acknowledged before the server goes: an unacknowledged sample is sent again on the next
         # connection (at least once), and the old analyzer would then get two
-        wait_for(lambda: stream.status().sent == 2, what="the second ack")
+        wait_until(lambda: stream.status().sent == 2, what="the second ack")
         server.stop(None).wait()
-        wait_for(lambda: not stream.status().connected, what="disconnect noticed")
+        wait_until(lambda: not stream.status().connected, what="disconnect noticed")
         old = Recorder()
         server, _ = serve(old, port)
         stream.publish(sample_to_proto(make_sample(2)))
@@ -180,7 +176,7 @@ def test_fanout_to_two_analyzers_with_token(tmp_path: Path) -> None:
     server2, port2 = serve(second)
     intervals: list[float] = []
     fanout = StreamFanout(
-        StreamConfig(analyzers=(f"127.0.0.1:{port1}", f"127.0.0.1:{port2}"), token_file=token, **FAST),
+        StreamSettings(analyzers=(f"127.0.0.1:{port1}", f"127.0.0.1:{port2}"), token_file=token, **FAST),
         collector_id="node-a",
         on_set_interval=intervals.append,
     )
@@ -193,7 +189,7 @@ def test_fanout_to_two_analyzers_with_token(tmp_path: Path) -> None:
             assert [s.timestamp_unix_nanos for s in samples] == [(1_800_000_000 + i) * 10**9 for i in range(3)]
             assert recorder.metadata[0]["authorization"] == "Bearer s3cret"
             assert recorder.batches[0].collector == "node-a"
-        wait_for(lambda: all(s.connected and s.sent == 3 for s in fanout.statuses()), what="acks")
+        wait_until(lambda: all(s.connected and s.sent == 3 for s in fanout.statuses()), what="acks")
         assert intervals == [2.5]
     finally:
         fanout.close()
@@ -204,7 +200,7 @@ def test_fanout_to_two_analyzers_with_token(tmp_path: Path) -> None:
 def test_server_restart_reconnects_and_counts_drops() -> None:
     recorder = Recorder()
     server, port = serve(recorder)
-    stream = AnalyzerStream(f"127.0.0.1:{port}", StreamConfig(buffer_samples=5, **FAST), collector_id="node-a")
+    stream = AnalyzerStream(f"127.0.0.1:{port}", StreamSettings(buffer_samples=5, **FAST), collector_id="node-a")
     try:
         stream.start()
         for i in range(2):
@@ -212,9 +208,9 @@ def test_server_restart_reconnects_and_counts_drops() -> None:
         recorder.wait_samples(2)
         # both acks processed: an ack still in flight when the server dies would put its
         # sample back into the buffer (one more drop below)
-        wait_for(lambda: stream.status().sent == 2, what="both samples acknowledged")
+        wait_until(lambda: stream.status().sent == 2, what="both samples acknowledged")
         server.stop(None).wait()
-        wait_for(lambda: not stream.status().connected, what="disconnect noticed")
+        wait_until(lambda: not stream.status().connected, what="disconnect noticed")
         for i in range(2, 14):  # 12 samples into a buffer of 5: the 7 oldest are dropped
             stream.publish(sample_to_proto(make_sample(i)))
         status = stream.status()
@@ -226,7 +222,7 @@ def test_server_restart_reconnects_and_counts_drops() -> None:
         samples = restarted.wait_samples(5)
         assert [s.timestamp_unix_nanos // 10**9 - 1_800_000_000 for s in samples] == list(range(9, 14))
         assert sum(b.dropped_since_last for b in restarted.batches) == 7
-        wait_for(lambda: stream.status().connected and stream.status().sent >= 7, what="reconnected, acks in")
+        wait_until(lambda: stream.status().connected and stream.status().sent >= 7, what="reconnected, acks in")
         final = stream.status()
         assert final.reconnects >= 1
         assert final.sent == 7
@@ -238,7 +234,7 @@ def test_server_restart_reconnects_and_counts_drops() -> None:
 
 def test_analyzer_down_keeps_memory_bounded() -> None:
     """Nobody listens: the buffer stays at its bound, every extra sample is counted as dropped."""
-    stream = AnalyzerStream("127.0.0.1:1", StreamConfig(buffer_samples=50, **FAST), collector_id="n")
+    stream = AnalyzerStream("127.0.0.1:1", StreamSettings(buffer_samples=50, **FAST), collector_id="n")
     try:
         stream.start()
         for i in range(1000):
@@ -252,11 +248,11 @@ def test_analyzer_down_keeps_memory_bounded() -> None:
 
 
 def test_missing_token_file_is_a_config_error(tmp_path: Path) -> None:
-    stream = AnalyzerStream("127.0.0.1:1", StreamConfig(token_file=tmp_path / "absent", **FAST), collector_id="n")
+    stream = AnalyzerStream("127.0.0.1:1", StreamSettings(token_file=tmp_path / "absent", **FAST), collector_id="n")
     stream.start()
     stream.close()  # logs the problem, does not crash
-    with pytest.raises(ConfigError, match="tls_cert and tls_key"):
-        AnalyzerStream("127.0.0.1:1", StreamConfig(tls_cert=tmp_path / "c"), collector_id="n")
+    with pytest.raises(ConfigError, match=re.escape("stream.tlsCert and stream.tlsKey")):
+        AnalyzerStream("127.0.0.1:1", StreamSettings(tls_cert=tmp_path / "c"), collector_id="n")
 
 
 def _make_pki(tmp_path: Path) -> dict[str, bytes]:
@@ -325,10 +321,10 @@ def test_mutual_tls(tmp_path: Path) -> None:
     tls = {"tls_ca": tmp_path / "ca", "tls_server_name": "analyzer.mco.test"}
     good = AnalyzerStream(
         f"127.0.0.1:{port}",
-        StreamConfig(tls_cert=tmp_path / "client_cert", tls_key=tmp_path / "client_key", **tls, **FAST),  # type: ignore[arg-type]
+        StreamSettings(tls_cert=tmp_path / "client_cert", tls_key=tmp_path / "client_key", **tls, **FAST),  # type: ignore[arg-type]
         collector_id="node-a",
     )
-    no_cert = AnalyzerStream(f"127.0.0.1:{port}", StreamConfig(**tls, **FAST), collector_id="intruder")  # type: ignore[arg-type]
+    no_cert = AnalyzerStream(f"127.0.0.1:{port}", StreamSettings(**tls, **FAST), collector_id="intruder")  # type: ignore[arg-type]
     try:
         no_cert.start()
         no_cert.publish(sample_to_proto(make_sample(99)))
@@ -351,7 +347,7 @@ def _first_sample_sent(
     """A stream with the given flush interval whose first sample reached the recorder (it goes at once)."""
     recorder = Recorder(send_early=send_early)
     server, port = serve(recorder)
-    config = StreamConfig(backoff_initial_s=0.05, backoff_max_s=0.2, flush_interval_s=flush_interval_s)
+    config = StreamSettings(backoff_initial=0.05, backoff_max=0.2, flush_interval=flush_interval_s)
     stream = AnalyzerStream(f"127.0.0.1:{port}", config, collector_id="node-a")
     stream.start()
     stream.publish(sample_to_proto(make_sample(0)))
@@ -376,7 +372,7 @@ def test_flush_interval_batches_samples_and_loses_none() -> None:
 def test_stop_sends_what_gathered_during_a_long_flush_interval() -> None:
     recorder, server, stream = _first_sample_sent(60.0)
     try:
-        wait_for(lambda: stream.status().sent == 1, what="first ack")
+        wait_until(lambda: stream.status().sent == 1, what="first ack")
         for i in range(1, 4):
             stream.publish(sample_to_proto(make_sample(i)))
         assert stream.status().buffered == 3  # waiting for the flush interval
@@ -392,7 +388,7 @@ def test_stop_sends_what_gathered_during_a_long_flush_interval() -> None:
 def test_a_sample_past_the_analyzers_send_early_value_ends_the_flush_wait() -> None:
     recorder, server, stream = _first_sample_sent(60.0, send_early={"psiCpuSomeRate": 20.0})
     try:
-        wait_for(lambda: stream.status().sent == 1, what="first ack")
+        wait_until(lambda: stream.status().sent == 1, what="first ack")
         calm, hot = make_sample(1), make_sample(2)
         stream.publish(sample_to_proto(calm), {"psiCpuSomeRate": 3.0})
         time.sleep(0.3)
@@ -403,7 +399,7 @@ def test_a_sample_past_the_analyzers_send_early_value_ends_the_flush_wait() -> N
         assert time.monotonic() - started < 5, "a hot sample goes at once, not after 60 s"
         stream.publish(sample_to_proto(make_sample(3)), {"psiCpuSomeRate": 1.0})
         recorder.wait_samples(4, timeout=5)  # the first calm sample after a hot one goes at once too
-        wait_for(lambda: stream.status().sent == 4, what="ack of the fourth")
+        wait_until(lambda: stream.status().sent == 4, what="ack of the fourth")
         time.sleep(0.2)  # the writer is back in its flush wait
         stream.publish(sample_to_proto(make_sample(4)), {"psiCpuSomeRate": 1.0})
         time.sleep(0.3)
@@ -416,7 +412,7 @@ def test_a_sample_past_the_analyzers_send_early_value_ends_the_flush_wait() -> N
 def test_without_send_early_values_every_sample_waits_for_the_flush_interval() -> None:
     recorder, server, stream = _first_sample_sent(60.0)
     try:
-        wait_for(lambda: stream.status().sent == 1, what="first ack")
+        wait_until(lambda: stream.status().sent == 1, what="first ack")
         stream.publish(sample_to_proto(make_sample(1)), {"psiCpuSomeRate": 99.0})
         time.sleep(0.5)
         assert stream.status().buffered == 1

@@ -261,7 +261,8 @@ def _status(view: ClusterView, **changes: Any) -> ClusterView:
             ),
             "volcano scheduler",
             Verdict.FAIL,
-            "mco-plugin ignores the argument(s) listen; mco-plugin: crStatusTTLSeconds: expected a number",
+            "mco-plugin ignores the argument(s) listen; mco-plugin arguments: crStatusTTLSeconds: expected float, "
+            "got str 'thirty'",
         ),
         (
             lambda v: replace(

@@ -231,14 +231,17 @@ def test_a_port_that_answers_without_http_is_named_not_a_crash(tmp_path: Path) -
                 conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
 
         threading.Thread(target=serve, daemon=True).start()
-        (tmp_path / "collector.yaml").write_text(f"metrics_port: {port}\nmetrics_host: 127.0.0.1\n")
+        (tmp_path / "collector.yaml").write_text(
+            f"metrics_port: {port}\nmetricsHost: 127.0.0.1\nstream: {{enabled: false}}\n"
+        )
         (tmp_path / "analyzer.yaml").write_bytes(b"identity: \xff\xfe\n")  # not UTF-8
-        views, problems = probe_host(tmp_path, timeout=2)
+        views, problems, notes = probe_host(tmp_path, timeout=2)
     view = next(v for v in views if v.part == "collector")
     assert view.metrics is None
     assert "not an HTTP answer" in view.metrics_error
-    assert problems == [f"{tmp_path / 'analyzer.yaml'}: cannot read: " + problems[0].split(": cannot read: ")[1]]
-    assert "utf-8" in problems[0]
+    assert problems == [f"{tmp_path / 'analyzer.yaml'}: not UTF-8 text (invalid start byte at byte 10)"]
+    assert notes == [f"{tmp_path / 'collector.yaml'}: old keys read: metrics_port → metricsPort; rename them "
+                     "(docs: docs/collector.md#settings)"]  # fmt: skip
 
 
 def test_the_bundle_is_private_and_reads_no_links(host: DoctorHost, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from mco_py.analysis.policy import PolicySettings
 from mco_py.extender.app import ExtenderApp
 from mco_py.extender.source import FileReportSource, NoLabels
 from mco_py.model import Level, NodeAssessment, Report
-from mco_py.obs.http import RunningServer, start_in_thread
+from mco_py.obs.http import RunningServer, ServerOptions, start_in_thread
 from mco_py.store.file import FileReportStore
 
 from .reference_decoder import decoder_named
@@ -115,7 +115,7 @@ def serve_fresh_report(directory: Path, decoder: str = "msgspec", **server_args:
         decoder=decoder_named(decoder),
         registry=CollectorRegistry(),
     )
-    return start_in_thread(app, on_guard=app.metrics.watch_connections, **server_args)
+    return start_in_thread(app, options=ServerOptions(on_guard=app.metrics.watch_connections, **server_args))
 
 
 @pytest.fixture
@@ -143,9 +143,10 @@ def make_extender(report_file: ReportFile, clock: Clock) -> Iterator[Callable[..
             volcano_version=volcano_version,
             clock=clock,
         )
-        server = start_in_thread(
-            app, max_body=max_body, trim_heap=trim_heap, trim_delay=trim_delay, on_guard=app.metrics.watch_connections
+        options = ServerOptions(
+            max_body=max_body, trim_heap=trim_heap, trim_delay=trim_delay, on_guard=app.metrics.watch_connections
         )
+        server = start_in_thread(app, options=options)
         ext = Extender(app, server, registry)
         started.append(ext)
         return ext

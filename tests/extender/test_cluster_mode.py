@@ -8,7 +8,6 @@ the extender's HTTP routes.
 
 from __future__ import annotations
 
-import time
 from importlib import resources
 from typing import Any
 
@@ -21,6 +20,7 @@ from mco_py.extender.source import NodeLabelCache, WatchReportSource
 from mco_py.kube.client import load_api_client
 from mco_py.kube.watch import KubeListWatch
 from mco_py.model import GROUP, PLURAL, VERSION, format_time
+from tests.waiting import wait_until
 
 from . import bodies, go_contract
 
@@ -75,46 +75,37 @@ def rejected(ext) -> bool:
     return not go_contract.volcano_predicate_v110(data).passed
 
 
-def wait_for(check, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()
-
-
 def test_report_updates_reach_decisions(cluster):
     ext, write, _, _, _, clock = cluster
-    assert wait_for(lambda: ext.request("GET", "/readyz")[0] == 200)
+    wait_until(lambda: ext.request("GET", "/readyz")[0] == 200)
     assert not rejected(ext)  # the object has no status yet: basic mode
     write(clock.now, 61.2)
-    assert wait_for(lambda: rejected(ext))
+    wait_until(lambda: rejected(ext))
     write(clock.now, 0.5)
-    assert wait_for(lambda: not rejected(ext))
+    wait_until(lambda: not rejected(ext))
 
 
 def test_relist_after_410(cluster):
     ext, write, source, _, kube_api, clock = cluster
     write(clock.now, 61.2)
-    assert wait_for(lambda: rejected(ext))
+    wait_until(lambda: rejected(ext))
     kube_api.go_down()  # the watch drops; the change below is made while nobody watches
     kube_api.go_up()
     kube_api.expire_history()
     write(clock.now, 0.5)
-    assert wait_for(lambda: not rejected(ext))
+    wait_until(lambda: not rejected(ext))
     kube_api.expire_history()
     write(clock.now, 70.0)
-    assert wait_for(lambda: rejected(ext))
+    wait_until(lambda: rejected(ext))
     assert source.reflector_status().relists >= 1
 
 
 def test_api_down_keeps_report_until_ttl_then_fallback(cluster):
     ext, write, source, _, kube_api, clock = cluster
     write(clock.now, 61.2)
-    assert wait_for(lambda: rejected(ext))
+    wait_until(lambda: rejected(ext))
     kube_api.go_down()
-    assert wait_for(lambda: not source.reflector_status().connected)
+    wait_until(lambda: not source.reflector_status().connected)
     clock.now += 4
     assert rejected(ext)  # cached report, 4 s old, TTL 5 s
     clock.now += 2
@@ -132,4 +123,4 @@ def test_kube_node_cache_capable_uses_watched_node_labels(cluster):
     def names():
         return go_contract.kube_filter(ext.post("/kube/filter", body)[1]).node_names
 
-    assert wait_for(lambda: names() == ["kata"])
+    wait_until(lambda: names() == ["kata"])

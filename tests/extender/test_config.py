@@ -1,25 +1,44 @@
-"""Extender config file: defaults, camelCase keys, validation naming the key, flags override."""
+"""Extender settings: defaults, camelCase keys, validation naming the key, flags override."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from mco_py.config.extender import SPEC, ExtenderSettings
+from mco_py.config.loader import load, parse_document, read_document
 from mco_py.errors import ConfigError
-from mco_py.extender.config import ExtenderConfig, config_from_mapping, load_config, with_overrides
+from mco_py.extender.main import add_arguments, build_config
+
+
+def config_from_mapping(doc: object, *, source: str = "extender.yaml") -> ExtenderSettings:
+    return load(SPEC, document=doc, source=source).settings  # type: ignore[arg-type]
+
+
+def load_config(path: Path, *, required: bool = False) -> ExtenderSettings:
+    return load(SPEC, document=read_document(path, required=required), source=str(path)).settings
+
+
+def from_argv(*argv: str, env: dict[str, str] | None = None):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return build_config(parser.parse_args(argv), env or {})
 
 
 def test_defaults_match_the_seed_arguments(tmp_path):
     cfg = load_config(tmp_path / "absent.yaml")
-    assert cfg == ExtenderConfig()
+    assert cfg == ExtenderSettings()
     assert cfg.cr_name == "cluster"
     assert cfg.policy.ttl_seconds == 30
     assert dict(cfg.policy.hard_constraints) == {"psiMemoryFullAvg10": 0.0, "psiIoSomeAvg10": 20.0}
     assert cfg.policy.fallback_when_outdated
-    assert cfg.volcano_version == "1.9"
+    assert cfg.volcano_reply == "1.9"
     assert cfg.policy.kata_runtime_class_prefixes == ("kata",)
-    assert cfg.port == 9879
+    assert cfg.address == ("0.0.0.0", 9879)
 
 
 def test_full_file(tmp_path):
@@ -30,18 +49,21 @@ def test_full_file(tmp_path):
         "volcanoVersion: 1.12\nkataRuntimeClassPrefixes: [kata, secure]\nscoreWeight: 2\nunknownScore: 40\n"
         "listen: 127.0.0.1:0\nreportFile: /tmp/r.json\nkubeconfig: /k\nmaxBodyBytes: 2048\ndecoder: stdlib\n"
     )
-    cfg = load_config(path, required=True)
+    loaded = load(SPEC, document=read_document(path, required=True), source=str(path))
+    cfg = loaded.settings
     assert cfg.mode == "cluster"
     assert cfg.cr_name == "other"
     assert cfg.kubeconfig == "/k"
     assert dict(cfg.policy.hard_constraints) == {"psiIoSomeAvg10": 35.0, "bioLatencyP99Ms": 50.0}
-    assert cfg.volcano_version == "1.10"
+    assert cfg.volcano_reply == "1.10"
     assert cfg.policy.score_weight == 2.0
     assert cfg.policy.unknown_score == 40
-    assert (cfg.host, cfg.port) == ("127.0.0.1", 0)
+    assert cfg.address == ("127.0.0.1", 0)
     assert cfg.report_file == Path("/tmp/r.json")
     assert not cfg.policy.fallback_when_outdated
-    assert cfg.notes == ("decoder: ignored: the extender always decodes with msgspec; remove it from the file",)
+    assert loaded.notes == (
+        f"{path}: decoder: ignored: the extender always decodes with msgspec; remove it from the file",
+    )
     assert cfg.max_body_bytes == 2048
 
 
@@ -50,8 +72,8 @@ def test_full_file(tmp_path):
     [
         ({"crStatusTTLSeconds": "30s"}, "crStatusTTLSeconds"),
         ({"crStatusTTLSeconds": 0}, "crStatusTTLSeconds"),
-        ({"hardConstraints": {"psiBogus": 1}}, "hardConstraints.psiBogus"),
-        ({"hardConstraints": {"psiIoSomeAvg10": "high"}}, "hardConstraints.psiIoSomeAvg10"),
+        ({"hardConstraints": {"psiBogus": 1}}, "hardConstraints: unknown signal.*psiBogus"),
+        ({"hardConstraints": {"psiIoSomeAvg10": "high"}}, "hardConstraints: expected float.*psiIoSomeAvg10"),
         ({"hardConstraints": [1]}, "hardConstraints"),
         ({"volcanoVersion": "1.8"}, "volcanoVersion"),
         ({"volcanoVersion": "latest"}, "volcanoVersion"),
@@ -66,8 +88,8 @@ def test_full_file(tmp_path):
         ({"crname": "x"}, "crname"),
     ],
 )
-def test_bad_values_name_the_key(doc, names):
-    with pytest.raises(ConfigError, match=names.replace(".", r"\.")):
+def test_bad_values_name_the_file_and_the_key(doc, names):
+    with pytest.raises(ConfigError, match="^extender.yaml: " + names):
         config_from_mapping(doc, source="extender.yaml")
 
 
@@ -80,24 +102,32 @@ def test_bad_yaml_and_required_missing_file(tmp_path):
         load_config(tmp_path / "nope.yaml", required=True)
 
 
-def test_flags_override_file():
-    cfg = with_overrides(
-        config_from_mapping({"crStatusTTLSeconds": 10, "listen": ":1"}),
-        {"listen": "127.0.0.1:0", "ttl_seconds": 3.0, "volcano_version": "v1.10.0", "mode": None},
-    )
-    assert (cfg.host, cfg.port, cfg.policy.ttl_seconds, cfg.volcano_version, cfg.mode) == (
-        "127.0.0.1",
-        0,
+def test_flags_override_the_environment_and_the_file(tmp_path):
+    path = tmp_path / "extender.yaml"
+    path.write_text("crStatusTTLSeconds: 10\nlisten: ':1'\nscoreWeight: 3\n")
+    loaded = from_argv(
+        "--config", str(path), "--listen", "127.0.0.1:0", "--ttl-seconds", "3", "--volcano-version", "v1.10.0",
+        env={"MCO_EXTENDER_SCORE_WEIGHT": "2", "MCO_EXTENDER_LISTEN": ":2"},
+    )  # fmt: skip
+    cfg = loaded.settings
+    assert (cfg.address, cfg.policy.ttl_seconds, cfg.volcano_reply, cfg.mode, cfg.score_weight) == (
+        ("127.0.0.1", 0),
         3.0,
         "1.10",
         "standalone",
+        2.0,
     )
-    with pytest.raises(ConfigError, match="--listen"):
-        with_overrides(cfg, {"listen": "nope"})
-    with pytest.raises(ConfigError, match="--ttl-seconds"):
-        with_overrides(cfg, {"ttl_seconds": 0.0})
-    with pytest.raises(ConfigError, match="--score-weight"):
-        with_overrides(cfg, {"score_weight": -1.0})
+    assert loaded.notes == ("--ttl-seconds is now --cr-status-ttl-seconds; rename it (the old flag is still read)",)
+    with pytest.raises(ConfigError, match="^" + re.escape("--listen: listen: 'nope' is not")):
+        from_argv("--listen", "nope")
+    with pytest.raises(
+        ConfigError, match="^" + re.escape("--cr-status-ttl-seconds: crStatusTTLSeconds: expected float > 0")
+    ):
+        from_argv("--cr-status-ttl-seconds", "0")
+    with pytest.raises(
+        ConfigError, match="^" + re.escape("environment MCO_EXTENDER_SCORE_WEIGHT: scoreWeight: expected float >= 0")
+    ):
+        from_argv(env={"MCO_EXTENDER_SCORE_WEIGHT": "-1"})
 
 
 @pytest.mark.parametrize("mode", ["standalone", "cluster"])
@@ -125,9 +155,11 @@ def test_the_ansible_template_renders_a_valid_config(mode):
         mco_scheduler_extender_kubeconfig="/etc/mco/extender.kubeconfig",
     )
     rendered = env.from_string(template.read_text()).render(**values)
-    cfg = config_from_mapping(yaml.safe_load(rendered), source="rendered extender.yaml")
+    loaded = load(SPEC, document=parse_document(rendered, "rendered extender.yaml"), source="rendered extender.yaml")
+    assert loaded.notes == ()
+    cfg = loaded.settings
     assert cfg.mode == mode
-    assert cfg.port == defaults["mco_scheduler_extender_port"]
+    assert cfg.address[1] == defaults["mco_scheduler_extender_port"]
     assert cfg.policy.ttl_seconds == defaults["mco_scheduler_extender_cr_status_ttl_seconds"]
     assert dict(cfg.policy.hard_constraints) == {
         "psiMemoryFullAvg10": defaults["mco_scheduler_extender_psi_memory_full_avg10"],

@@ -14,7 +14,7 @@ from mco_py.extender.app import ExtenderApp
 from mco_py.extender.source import FileReportSource, NoLabels
 from mco_py.extender.wire import SENSITIVE_TO
 from mco_py.model import DimensionScore, Level, NodeAssessment
-from mco_py.obs.http import start_in_thread
+from mco_py.obs.http import ServerOptions, start_in_thread
 
 from . import bodies, go_contract
 from .conftest import NOW, assessment
@@ -501,7 +501,7 @@ def test_stop_closes_open_keep_alive_connections(fresh):
         decoder=decoder_named("msgspec"),
         registry=CollectorRegistry(),
     )
-    running = start_in_thread(app, on_guard=app.metrics.watch_connections)
+    running = start_in_thread(app, options=ServerOptions(on_guard=app.metrics.watch_connections))
     with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
         sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert sock.recv(65536).startswith(b"HTTP/1.1 200")

@@ -19,6 +19,7 @@ import pytest
 
 from mco_py.model import Level, NodeAssessment, Report
 from mco_py.store.file import FileReportStore
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,14 +85,6 @@ class ExtenderProcess:
             return resp.status, resp.read()
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
 @pytest.fixture
 def extender(tmp_path: Path) -> Iterator[Callable[..., ExtenderProcess]]:
     started: list[ExtenderProcess] = []
@@ -129,7 +122,7 @@ def extender(tmp_path: Path) -> Iterator[Callable[..., ExtenderProcess]]:
                 ext.port = ports[0]
             return bool(ports)
 
-        wait_for(_listening, 30, "the extender to listen")
+        wait_until(_listening, "the extender to listen", 30)
         return ext
 
     yield _start

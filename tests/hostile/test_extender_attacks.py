@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-from .conftest import LIMITS, ExtenderProcess, wait_for
+from tests.waiting import wait_until
+
+from .conftest import LIMITS, ExtenderProcess
 
 pytestmark = pytest.mark.hostile
 
@@ -118,7 +120,7 @@ def test_connection_flood_is_capped_idle_ones_make_room_busy_ones_refuse(extende
     for sock in busy:
         sock.close()
     newcomer.close()
-    wait_for(lambda: ext.connections() <= 1, 10, "the busy connections to go")
+    wait_until(lambda: ext.connections() <= 1, "the busy connections to go", 10)
     counters = ext.metrics()
     assert counters["mco_extender_connections_refused_total"] >= 1
     assert counters['mco_extender_connections_closed_total{reason="evicted"}'] >= 2 * cap - 1

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from mco_py.analysis.guard import GuardRules
-from mco_py.collector.config import load_settings
+from tests.config.settings import collector_settings
 
 from .helpers import BIN, REPO, run
 
@@ -54,23 +54,23 @@ def test_guard_on_writes_a_configuration_the_collector_accepts(tmp_path: Path) -
             "mco_collector_guard": "on",
             "mco_collector_guard_online_cgroups": ["online.slice"],
             "mco_collector_guard_offline_cgroups": ["offline.slice", "kubepods.slice/kubepods-besteffort.slice"],
-            "mco_collector_guard_rules": {"throttle_above": 15, "floor": 0.2},
+            "mco_collector_guard_rules": {"throttleAbove": 15, "floor": 0.2},
         },
     )
-    settings = load_settings(file_text=text)
-    assert settings.guard == "on"
+    settings = collector_settings(text)
+    assert settings.guard.mode == "on"
     assert settings.offline_cgroups == ("offline.slice", "kubepods.slice/kubepods-besteffort.slice")
-    assert settings.guard_rules == GuardRules(throttle_above=15, floor=0.2)
-    assert str(settings.guard_journal) == "/var/lib/mco-collector/guard-limits.json"
+    assert settings.guard.rules.rules() == GuardRules(throttle_above=15, floor=0.2)
+    assert str(settings.guard.journal) == "/var/lib/mco-collector/guard-limits.json"
 
 
 def test_guard_off_keeps_only_the_journal_path(tmp_path: Path) -> None:
     text = render("collector.yaml.j2", tmp_path / "collector.yaml", {})
-    settings = load_settings(file_text=text)
-    assert settings.guard == "off"
+    settings = collector_settings(text)
+    assert settings.guard.mode == "off"
     assert not settings.offline_cgroups
     # where a killed guard's journal is, so that a start with the guard off still writes it back
-    assert str(settings.guard_journal) == "/var/lib/mco-collector/guard-limits.json"
+    assert str(settings.guard.journal) == "/var/lib/mco-collector/guard-limits.json"
 
 
 @pytest.mark.parametrize(("mode", "writable"), [("on", True), ("dry-run", False), ("off", False)])

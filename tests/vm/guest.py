@@ -452,8 +452,8 @@ def detection() -> dict[str, object]:
     phase's start to Medium or higher."""
     from mco_py.analysis.rules import default_rules
     from mco_py.analysis.scoring import Scorer
-    from mco_py.collector.config import CollectorSettings
     from mco_py.collector.sampler import Sampler, open_sources
+    from mco_py.config.collector import CollectorSettings
     from mco_py.model import Sample, SignalReading
 
     node = "vm-node"
