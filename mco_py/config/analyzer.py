@@ -74,24 +74,42 @@ class AnalyzerSettings(Section, frozen=True):
     tls_key: Annotated[str, Meta(description="server private key (PEM)")] = ""
     tls_ca: Annotated[str, Meta(description="CA for client certificates: mTLS and per-node authorization")] = ""
     token_file: Annotated[str, Meta(description="bearer token collectors must send (empty: no token check)")] = ""
-    max_message_bytes: Annotated[int, Meta(ge=1024, description="largest SampleBatch accepted")] = (
-        DEFAULT_MAX_MESSAGE_BYTES
-    )
+    max_message_bytes: Annotated[
+        int,
+        Meta(
+            ge=1024,
+            description="largest SampleBatch accepted (larger: its samples rejected as oversize_message; over 4x: "
+            "RESOURCE_EXHAUSTED, that stream only)",
+        ),
+    ] = DEFAULT_MAX_MESSAGE_BYTES
     max_report_bytes: Annotated[
         int, Meta(ge=0, description="cluster: size budget of the report status (0: no check)")
     ] = DEFAULT_STATUS_BUDGET
     report_shards: Annotated[
         bool,
-        Meta(description="cluster: a report over maxReportBytes is split into shards (false: detail stripped to fit)"),
+        Meta(
+            description="cluster: a report over maxReportBytes is split into NodeInterferenceReportShard objects with "
+            "every node in full (false: one object, detail stripped and then nodes left out to fit)"
+        ),
     ] = True
     shard_refresh: Annotated[
-        float, Meta(gt=0, description="cluster, sharded report: seconds between whole writes of each shard")
+        float,
+        Meta(
+            gt=0,
+            description="cluster, sharded report: seconds between whole writes of each shard (level changes are "
+            "written at once, in the report object)",
+        ),
     ] = 60.0
     max_nodes: Annotated[int, Meta(ge=1, description="most nodes tracked at once; samples for more are rejected")] = (
         65536
     )
     max_clock_skew: Annotated[
-        float, Meta(ge=0, description="samples further ahead of the analyzer's clock are rejected, seconds")
+        float,
+        Meta(
+            ge=0,
+            description="samples further ahead of the analyzer's clock are rejected, seconds (a sample from the "
+            "future would make the node's real samples out_of_order until then)",
+        ),
     ] = 10.0
     max_sample_age: Annotated[float, Meta(gt=0, description="samples older than this are rejected, seconds")] = 300.0
     log_level: Annotated[
@@ -99,7 +117,10 @@ class AnalyzerSettings(Section, frozen=True):
     ] = "info"
     guard_pods: Annotated[
         bool,
-        Meta(description="cluster: tell node guards their pods' classes and post their changes as Node Events"),
+        Meta(
+            description="cluster: watch Pods, send each collector its node's pods with their class, and post the "
+            "node guards' changes as Events on Nodes (needs the RBAC of mco_guard_pods)"
+        ),
     ] = False
 
 
