@@ -22,14 +22,13 @@ from mco_py.analyzer.service import TLSFiles, create_server, load_token
 from mco_py.analyzer.workloads import WorkloadIndex
 from mco_py.analyzer.writer import ReportLoop
 from mco_py.config.analyzer import SPEC, AnalyzerSettings
-from mco_py.config.loader import Loaded, add_flags, load_with_args
+from mco_py.config.loader import Loaded, add_flags, load_with_args, settings_for_main
 from mco_py.errors import ConfigError
 from mco_py.kube.client import load_api_client
 from mco_py.kube.events import NodeEvents
 from mco_py.kube.lease import LeaseElector
 from mco_py.kube.rules import ConfigMapRulesSource
 from mco_py.obs import process
-from mco_py.obs.logging import setup_logging
 from mco_py.obs.metrics import serve_metrics
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 from mco_py.store.base import ReportStore
@@ -198,16 +197,9 @@ def serve(settings: AnalyzerSettings, *, registry: CollectorRegistry, stop: thre
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``mco analyzer``."""
-    try:
-        loaded = load_settings(args, os.environ)
-    except ConfigError as exc:
-        setup_logging("info")
-        log.error("%s", exc)
+    settings = settings_for_main("analyzer", lambda: load_settings(args, os.environ))
+    if settings is None:
         return 2
-    settings = loaded.settings
-    setup_logging(settings.log_level)
-    for note in loaded.notes:
-        log.warning("config: %s", note)
     stop = threading.Event()
     stop_on_signals(stop)
     try:

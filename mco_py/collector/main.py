@@ -23,11 +23,10 @@ from mco_py.collector.sampler import SampleLoop, Sampler, open_sources, workload
 from mco_py.collector.signals import NodeSample
 from mco_py.collector.workload_groups import WorkloadGroups
 from mco_py.config.collector import SPEC, CollectorSettings
-from mco_py.config.loader import Loaded, add_flags, flag_values, load, read_document
+from mco_py.config.loader import Loaded, add_flags, flag_values, load, read_document, settings_for_main
 from mco_py.errors import ConfigError
 from mco_py.obs import process
 from mco_py.obs.http import RunningServer
-from mco_py.obs.logging import setup_logging
 from mco_py.obs.metrics import serve_metrics
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 
@@ -92,15 +91,9 @@ def run_once(sampler: Sampler, interval_s: float, output: str, stop: threading.E
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``mco collector``."""
-    try:
-        loaded = settings_from_args(args, os.environ)
-    except ConfigError as exc:
-        print(f"mco collector: {exc}", file=sys.stderr)
+    settings = settings_for_main("collector", lambda: settings_from_args(args, os.environ))
+    if settings is None:
         return 2
-    settings = loaded.settings
-    setup_logging(settings.log_level)
-    for note in loaded.notes:
-        log.warning("config: %s", note)
     if args.restore_guard:
         return restore_guard(settings)
     stop = threading.Event()

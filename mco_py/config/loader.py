@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import logging
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +30,7 @@ import msgspec
 import yaml
 
 from mco_py.errors import ConfigError
+from mco_py.obs.logging import setup_logging
 
 S = TypeVar("S", bound=msgspec.Struct)
 
@@ -539,3 +542,17 @@ def load_with_args(
         flags={**flags, **(overrides or {})},
         flag_notes=notes,
     )
+
+
+def settings_for_main(service: str, read: Callable[[], Loaded[S]]) -> S | None:
+    """What a service's ``main`` starts with: its settings, logging set up at their ``logLevel``
+    and the warnings logged; None (the problems on stderr, for exit status 2) when they are wrong."""
+    try:
+        loaded = read()
+    except ConfigError as exc:
+        print(f"mco {service}: {exc}", file=sys.stderr)
+        return None
+    setup_logging(loaded.settings.log_level)  # type: ignore[attr-defined]  # every service has logLevel
+    for note in loaded.notes:
+        logging.getLogger(f"mco_py.{service}").warning("config: %s", note)
+    return loaded.settings

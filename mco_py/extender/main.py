@@ -16,7 +16,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from mco_py.config.extender import DEFAULT_PATH, SPEC, ExtenderSettings
-from mco_py.config.loader import Loaded, add_flags, load_with_args
+from mco_py.config.loader import Loaded, add_flags, load_with_args, settings_for_main
 from mco_py.errors import ConfigError
 from mco_py.extender.app import ExtenderApp
 from mco_py.extender.source import FileReportSource, NodeLabelCache, NoLabels, WatchReportSource
@@ -24,7 +24,6 @@ from mco_py.extender.wire import MsgspecDecoder
 from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.obs import process
 from mco_py.obs.http import ServerOptions, serve_forever
-from mco_py.obs.logging import setup_logging
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
 log = logging.getLogger(__name__)
@@ -43,15 +42,9 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> Loaded[Ext
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        loaded = build_config(args, os.environ)
-    except ConfigError as exc:
-        print(f"mco extender: {exc}", file=sys.stderr)
+    cfg = settings_for_main("extender", lambda: build_config(args, os.environ))
+    if cfg is None:
         return 2
-    cfg = loaded.settings
-    setup_logging(cfg.log_level)
-    for note in loaded.notes:
-        log.warning("config: %s", note)
     host, port = cfg.address
 
     labels: NodeLabelCache | NoLabels
