@@ -60,6 +60,8 @@ class ConnectionGuard:
 
     def forget(self, conn: GuardedConnection) -> None:
         self.open.pop(conn, None)
+        if not self.open:  # nothing left to watch: no wake-up until the next connection
+            self.close()
 
     def drop(self, conn: GuardedConnection, reason: str) -> None:
         self.closed[reason] = self.closed.get(reason, 0) + 1
