@@ -15,6 +15,7 @@ with a warning naming the new key (:attr:`Loaded.notes`).
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import difflib
 import logging
@@ -236,7 +237,7 @@ def load(
     reading = _Reading(spec)
     reading.notes += flag_notes
     if document:
-        _read_document(reading, _renamed(reading, dict(document), source), source)
+        _read_document(reading, _renamed(reading, copy.deepcopy(dict(document)), source), source)
     _read_env(reading, env or {})
     for key, value in (flags or {}).items():
         leaf = spec.leaf(key)
@@ -305,13 +306,14 @@ def _pop(doc: dict[str, Any], key: str, *, scalar_only: bool, peek: bool = False
 
 
 def _put(doc: dict[str, Any], key: str, value: Any) -> None:
+    """``value`` at ``key``, sections made as needed (an old scalar standing where a section now is
+    was moved first: ``stream: false`` → ``stream.enabled``)."""
     *parents, last = key.split(".")
     node = doc
     for part in parents:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = node[part] = {} if child is None else child
-        node = child
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
     node[last] = value
 
 

@@ -212,3 +212,11 @@ def test_a_retired_key_is_read_and_named() -> None:
 
 def test_the_backend_names_are_the_settings_choices() -> None:
     assert typing.get_args(BioBackend) == BACKENDS
+
+
+def test_the_document_is_read_not_changed() -> None:
+    document = {"guard_rules": {"throttle_above": 15}, "stream": False, "interval_s": 2}
+    before = repr(document)
+    loaded = load(collector.SPEC, document=document, source="svc.yaml")
+    assert repr(document) == before
+    assert (loaded.settings.guard.rules.throttle_above, loaded.settings.interval) == (15.0, 2.0)
