@@ -60,7 +60,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -117,7 +117,6 @@ VOLCANO_PREFER_NODE_B = {
 SENSITIVE_TO = "mco.many-core.io/sensitive-to"
 #: The report's dimension each antagonist should raise, and one it should not.
 DIMENSION = {"cpu": "cpu", "cache": "cache", "disk": "io"}
-T = TypeVar("T")
 OTHER = {"cpu": "io", "cache": "io", "disk": "cpu"}
 
 
@@ -382,10 +381,11 @@ class Bench:
     def guard_everything(self) -> None:
         """node-b's guard limits CPU, memory and I/O (the collector's default; the scenario's
         inventory limits CPU only, for its own checks)."""
+        every = '  resources: ["cpu", "memory", "io"]'  # under guard: in the role's collector.yaml
         self.nodes.run(
             "node-b",
-            'sed -i \'s/^guard_resources: .*/guard_resources: ["cpu", "memory", "io"]/\' /etc/mco/collector.yaml'
-            " && systemctl restart mco-collector",
+            f"sed -i 's/^  resources: .*/{every}/' /etc/mco/collector.yaml"
+            f" && grep -qxF '{every}' /etc/mco/collector.yaml && systemctl restart mco-collector",
         )
 
     def collector(self, state: str) -> None:

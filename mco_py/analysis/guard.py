@@ -52,7 +52,7 @@ class Action(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class GuardRules:
-    """When and how far the guard limits offline CPU (``guard_rules`` in collector.yaml)."""
+    """When and how far the guard limits offline CPU (``guard.rules`` in collector.yaml)."""
 
     throttle_above: float = 20.0
     """Online stall share of the interval, percent (PSI some, the worst online group), that cuts the limit."""

@@ -59,7 +59,8 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Load
     flags, notes = flag_values(args)
     if args.once:
         flags["stream.enabled"] = False
-    return load(SPEC, document=document, source=str(args.config), env=env, flags=flags, flag_notes=notes)
+    source = str(args.config) if args.config is not None else "settings"
+    return load(SPEC, document=document, source=source, env=env, flags=flags, flag_notes=notes)
 
 
 def format_text(sample: NodeSample) -> str:

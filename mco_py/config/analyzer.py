@@ -143,7 +143,7 @@ SPEC = Spec(
         for field in msgspec.structs.fields(AnalyzerSettings)
         if field.name != field.encode_name
     }
-    | {"rules_configmap": "rulesConfigMap"},
+    | {"rules_configmap": "rulesConfigMap", "rulesConfigmap": "rulesConfigMap"},
     renamed_flags={"--rules-configmap": "--rules-config-map"},
     reference="docs/analyzer.md#settings",
 )

@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import difflib
 import logging
+import math
 import re
 import sys
 import types
@@ -178,8 +179,9 @@ class Loaded(Generic[S]):
 class _Reading:
     """The merged values of every layer, where each came from, and what is wrong so far."""
 
-    def __init__(self, spec: Spec[Any]) -> None:
+    def __init__(self, spec: Spec[Any], *, strict: bool = False) -> None:
         self.spec = spec
+        self.strict = strict
         self.values: dict[str, Any] = {}
         self.sources: dict[str, str] = {}
         self.problems: list[str] = []
@@ -229,12 +231,15 @@ def load(
     env: Mapping[str, str] | None = None,
     flags: Mapping[str, Any] | None = None,
     flag_notes: Sequence[str] = (),
+    strict: bool = False,
 ) -> Loaded[S]:
     """Defaults < ``document`` (from ``source``) < ``env`` < ``flags`` (key → value, None: not given).
 
+    ``strict``: the document's values must have their keys' types as they are (no text for a
+    number, no null for a default), as Go reads the same keys (mco-plugin's arguments).
     Raises :class:`ConfigError` with one line per problem.
     """
-    reading = _Reading(spec)
+    reading = _Reading(spec, strict=strict)
     reading.notes += flag_notes
     if document:
         _read_document(reading, _renamed(reading, copy.deepcopy(dict(document)), source), source)
@@ -250,7 +255,8 @@ def load(
         raise _error(spec, reading.problems)
     settings = _build(spec.settings, converted)
     for problem in spec.check(settings):
-        where = reading.sources.get(problem.key) or (source if document else "settings")
+        below = (where for key, where in reading.sources.items() if key.startswith(problem.key + "."))
+        where = reading.sources.get(problem.key) or next(below, None) or (source if document else "settings")
         reading.problem(where, problem.key, problem.what)
     if reading.problems:
         raise _error(spec, reading.problems)
@@ -321,12 +327,16 @@ def _read_document(reading: _Reading, doc: Mapping[str, Any], source: str, prefi
     known = {leaf.key for leaf in leaves(reading.spec.settings)}
     for raw_key, value in doc.items():
         key = prefix + str(raw_key)
-        if key in known:
+        if "." in str(raw_key):  # a dotted name is a path in messages, not a key of the file
+            reading.problem(source, key, f"unknown key; nest it: {' → '.join(str(raw_key).split('.'))}")
+        elif key in known:
             leaf = reading.spec.leaf(key)
             if value is not None:
                 reading.set(key, value, source)
             elif leaf is not None and (leaf.is_list or leaf.is_mapping):
                 reading.set(key, {} if leaf.is_mapping else [], source)  # null: none at all
+            elif reading.strict:
+                reading.problem(source, key, "expected a value, got null")
         elif _has_section(reading, key) and isinstance(value, Mapping):
             _read_document(reading, value, source, key + ".")
         elif _has_section(reading, key) and value is None:
@@ -347,30 +357,31 @@ def _unknown(spec: Spec[Any], key: str, prefix: str, known: set[str]) -> str:
 
 def _read_env(reading: _Reading, env: Mapping[str, str]) -> None:
     spec = reading.spec
-    by_name = {leaf.env(spec.env_prefix): leaf for leaf in leaves(spec.settings) if not leaf.is_mapping}
-    old_names = {
-        spec.env_prefix + old.replace(".", "_").upper(): new
-        for old, new in spec.renamed.items()
-        if (leaf := spec.leaf(new)) is not None and spec.env_prefix + old.replace(".", "_").upper() not in by_name
-    }
+    every = {leaf.env(spec.env_prefix): leaf for leaf in leaves(spec.settings)}
+    by_name = {name: leaf for name, leaf in every.items() if not leaf.is_mapping}
+    old_names = {spec.env_prefix + old.replace(".", "_").upper(): new for old, new in spec.renamed.items()}
     for name, key in spec.env_aliases.items():
         if env.get(name) and (leaf := spec.leaf(key)) is not None and leaf.env(spec.env_prefix) not in env:
             reading.set(key, _from_text(reading, leaf, env[name], f"environment {name}"), f"environment {name}")
-    for name, value in env.items():
-        if not name.startswith(spec.env_prefix):
-            continue
+    # old names first, so that a key's own variable wins when both are set
+    for name in sorted((n for n in env if n.startswith(spec.env_prefix)), key=lambda n: n in by_name):
         where = f"environment {name}"
         leaf = by_name.get(name)
-        if leaf is None and name in old_names:
-            leaf = spec.leaf(old_names[name])
-            assert leaf is not None
+        if leaf is None and name in old_names and (leaf := spec.leaf(old_names[name])) is not None:
             reading.notes.append(f"{where} is now {leaf.env(spec.env_prefix)}; rename it (the old name is still read)")
-        if leaf is None:
-            close = difflib.get_close_matches(name, list(by_name), n=1)
-            fix = f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted(by_name))}"
-            reading.problems.append(f"{where}: not a {spec.service} setting; {fix}")
+            if leaf.env(spec.env_prefix) in env:
+                continue
+        if leaf is None:  # e.g. Kubernetes' service links (MCO_ANALYZER_SERVICE_HOST): not ours to refuse
+            reading.notes.append(f"{where}: ignored, {_not_a_variable(spec, name, every, by_name)}")
             continue
-        reading.set(leaf.key, _from_text(reading, leaf, value, where), where)
+        reading.set(leaf.key, _from_text(reading, leaf, env[name], where), where)
+
+
+def _not_a_variable(spec: Spec[Any], name: str, every: Mapping[str, Leaf], by_name: Mapping[str, Leaf]) -> str:
+    if name in every:
+        return f"{every[name].key} is read from the file only"
+    close = difflib.get_close_matches(name, list(by_name), n=1)
+    return f"no {spec.service} setting has this name" + (f"; did you mean {close[0]}?" if close else "")
 
 
 def _from_text(reading: _Reading, leaf: Leaf, value: Any, where: str) -> Any:
@@ -390,31 +401,63 @@ def _from_text(reading: _Reading, leaf: Leaf, value: Any, where: str) -> Any:
 def _convert(reading: _Reading) -> dict[str, Any]:
     """Each given value as its key's type; the problems noted."""
     out: dict[str, Any] = {}
-    for key, value in reading.values.items():
+    for key, given in reading.values.items():
         leaf = reading.spec.leaf(key)
-        if leaf is None or value is None:
+        if leaf is None or given is None:
             continue
-        value = _as_meant(leaf, value)  # noqa: PLW2901 - the same value, as the YAML author meant it
-        choices = leaf.choices
-        wrong = [v for v in value if v not in choices] if leaf.is_list and isinstance(value, list | tuple) else []
-        if choices and (wrong or (not leaf.is_list and value not in choices)):
-            some = "some" if leaf.is_list else "one"
-            shown = ", ".join(map(repr, wrong)) if wrong else repr(value)
-            reading.problem(reading.sources[key], key, f"expected {some} of {', '.join(choices)}, got {shown}")
+        where = reading.sources[key]
+        value = given if reading.strict else _as_meant(leaf, given)
+        if leaf.is_mapping and isinstance(value, Mapping):
+            entries = {k: _convert_one(reading, leaf, f"{key}.{k}", v, where) for k, v in value.items()}
+            if all(entry is not _BAD for entry in entries.values()):
+                out[key] = entries
             continue
-        try:
-            out[key] = msgspec.convert(value, leaf.kind, strict=False, dec_hook=_dec_hook)
-        except msgspec.ValidationError as exc:
-            reading.problem(reading.sources[key], key, _what(exc, value))
+        converted = _convert_one(reading, leaf, key, value, where)
+        if converted is not _BAD:
+            out[key] = converted
     return out
 
 
+_BAD = object()
+"""A value that could not be converted (its problem is noted)."""
+
+
+def _convert_one(reading: _Reading, leaf: Leaf, key: str, value: Any, where: str) -> Any:
+    """``value`` as ``leaf``'s type (a mapping's entry as the entries' type), or _BAD."""
+    kind = typing.get_args(_without_none(leaf.base))[1] if leaf.is_mapping and key != leaf.key else leaf.kind
+    choices = leaf.choices
+    wrong = [v for v in value if v not in choices] if leaf.is_list and isinstance(value, list | tuple) else []
+    if choices and (wrong or (not leaf.is_list and value not in choices)):
+        some = "some" if leaf.is_list else "one"
+        shown = ", ".join(map(repr, wrong)) if wrong else repr(value)
+        reading.problem(where, key, f"expected {some} of {', '.join(choices)}, got {shown}")
+        return _BAD
+    if value == "" and _without_none(leaf.base) is Path:
+        if _without_none(leaf.base) is not leaf.base:
+            return None  # an empty path: none given
+        reading.problem(where, key, "expected a path, got ''")
+        return _BAD
+    try:
+        converted = msgspec.convert(value, kind, strict=reading.strict, dec_hook=_dec_hook)
+    except msgspec.ValidationError as exc:
+        reading.problem(where, key, _what(exc, value))
+        return _BAD
+    if isinstance(converted, float) and not math.isfinite(converted):
+        reading.problem(where, key, f"expected a finite number, got {value!r}")
+        return _BAD
+    return converted
+
+
 def _as_meant(leaf: Leaf, value: Any) -> Any:
-    """YAML 1.1 reads an unquoted ``on``/``off`` as a boolean, ``1.9`` as a number: text keys take them as written."""
-    if isinstance(value, bool) and {"on", "off"} <= set(leaf.choices):
+    """What the author of a YAML file meant: YAML 1.1 reads an unquoted ``on``/``off`` as a
+    boolean and ``1.9`` as a number (text keys take them as written); a list may be written as
+    comma-separated text, as in the environment."""
+    if isinstance(value, bool) and ("on" if value else "off") in leaf.choices:
         return "on" if value else "off"
     if _without_none(leaf.base) is str and isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
+    if leaf.is_list and isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
     return value
 
 
@@ -494,15 +537,17 @@ def add_flags(parser: argparse.ArgumentParser, spec: Spec[Any]) -> None:
             parser.add_argument(leaf.flag, dest=dest, metavar=metavar, help=text)
     for old, new in spec.renamed_flags.items():
         key = new.removeprefix("--no-").removeprefix("--")
-        leaf = next(item for item in leaves(spec.settings) if item.flag == "--" + key)
+        target = next((item for item in leaves(spec.settings) if item.flag == "--" + key), None)
+        if target is None:
+            raise ValueError(f"{spec.service}: renamed flag {old} names {new}, which is no setting's flag")
         const = False if new.startswith("--no-") else None
         parser.add_argument(
             old,
-            dest=_FLAG_DEST + leaf.key,
+            dest=_FLAG_DEST + target.key,
             action=_OldFlag,
             new=new,
             const=const,
-            metavar="LIST" if leaf.is_list else None,
+            metavar="LIST" if target.is_list else None,
             help=argparse.SUPPRESS,
         )
 

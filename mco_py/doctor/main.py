@@ -72,9 +72,8 @@ def run(args: argparse.Namespace) -> int:
         views, problems, notes = probe_host(args.config_dir, timeout=args.timeout, progress=progress)
         fix = "fix the file (docs/configuration.md) and rerun the playbook"
         checks = [Check("configuration", Verdict.FAIL, problem, fix) for problem in problems]
-        checks += [
-            Check("configuration", Verdict.WARN, note, "rerun the playbook: it writes the new keys") for note in notes
-        ]
+        rename = "rename them as the note says (the playbook writes the new keys)"
+        checks += [Check("configuration", Verdict.WARN, note, rename) for note in notes]
         checks += judge(views) if views or not problems else []
     worst = max((c.verdict for c in checks), default=Verdict.OK)
     if args.output == "json":

@@ -108,7 +108,7 @@ def _volcano_plugin(name: str, entries: list[dict[str, Any]], deployment: Read, 
         problems.append(f"mco-plugin ignores the argument(s) {', '.join(unknown)}")
     try:
         given = {k: v for k, v in arguments.items() if k in PLUGIN_ARGUMENTS}
-        load(EXTENDER, document=given, source="mco-plugin arguments")
+        load(EXTENDER, document=given, source="mco-plugin arguments", strict=True)  # as the Go plugin reads them
     except ConfigError as exc:
         problems.append(f"{exc} (the plugin uses the default instead)")
     images = [

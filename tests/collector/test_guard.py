@@ -175,12 +175,12 @@ def test_the_io_loop_settles_near_its_target_and_stays_there(gain: float) -> Non
 @pytest.mark.parametrize(
     ("doc", "says"),
     [
-        ({"throttleAbove": 2, "releaseBelow": 5}, "guard.rules: need 0 <= release_below (5) < throttle_above (2)"),
-        ({"stepDown": 1.5}, "guard.rules: step_down (1.5) must be between 0 and 1"),
+        ({"throttleAbove": 2, "releaseBelow": 5}, "guard.rules: need 0 <= releaseBelow (5) < throttleAbove (2)"),
+        ({"stepDown": 1.5}, "guard.rules: stepDown (1.5) must be between 0 and 1"),
         ({"floor": 1}, "guard.rules: floor (1) must be at least 0 and below 1"),
-        ({"ioTarget": 0}, "guard.rules: io_target (0) must be above 0 and at most 100"),
-        ({"ioFloor": -0.1}, "guard.rules: io_floor (-0.1) must be at least 0 and below 1"),
-        ({"calmIntervals": 0}, "guard.rules: calm_intervals (0) must be at least 1"),
+        ({"ioTarget": 0}, "guard.rules: ioTarget (0) must be above 0 and at most 100"),
+        ({"ioFloor": -0.1}, "guard.rules: ioFloor (-0.1) must be at least 0 and below 1"),
+        ({"calmIntervals": 0}, "guard.rules: calmIntervals (0) must be at least 1"),
         ({"calmIntervals": 1.5}, "guard.rules.calmIntervals: expected int, got float 1.5"),
         ({"stepUp": "lots"}, "guard.rules.stepUp: expected float, got str 'lots'"),
         ({"floor": True}, "guard.rules.floor: expected float, got bool True"),

@@ -94,9 +94,8 @@ def test_every_problem_at_once_each_naming_where_the_key_and_what() -> None:
             env={"MCO_COLLECTOR_LLC": "maybe", "MCO_COLLECTOR_INTERVALL": "1"},
         )  # fmt: skip
     assert str(caught.value).splitlines() == [
-        "7 problems in the collector settings:",
+        "6 problems in the collector settings:",
         "svc.yaml: stream.analyzrs: unknown key; did you mean 'analyzers'? (see docs/collector.md#settings)",
-        "environment MCO_COLLECTOR_INTERVALL: not a collector setting; did you mean MCO_COLLECTOR_INTERVAL?",
         "svc.yaml: interval: expected float >= 0.1, got 0",
         "svc.yaml: stream.flushInterval: expected float, got str 'soon'",
         "svc.yaml: bioBackend: expected one of auto, libbpf, bcc, tracefs, diskstats, off, got 'magic'",
@@ -220,3 +219,52 @@ def test_the_document_is_read_not_changed() -> None:
     loaded = load(collector.SPEC, document=document, source="svc.yaml")
     assert repr(document) == before
     assert (loaded.settings.guard.rules.throttle_above, loaded.settings.interval) == (15.0, 2.0)
+
+
+def test_variables_of_others_are_ignored_with_a_warning() -> None:
+    """Kubernetes' service links put MCO_ANALYZER_SERVICE_HOST & co. into pods of the namespace."""
+    env = {"MCO_ANALYZER_SERVICE_HOST": "10.0.0.1", "MCO_ANALYZER_PORT": "tcp://10.0.0.1:9876",
+           "MCO_EXTENDER_HARD_CONSTRAINTS": "x"}  # fmt: skip
+    assert from_argv(analyzer.SPEC, env=env).notes == (
+        "environment MCO_ANALYZER_SERVICE_HOST: ignored, no analyzer setting has this name; did you mean "
+        "MCO_ANALYZER_METRICS_HOST?",
+        "environment MCO_ANALYZER_PORT: ignored, no analyzer setting has this name; did you mean "
+        "MCO_ANALYZER_REPORT_NAME?",
+    )
+    assert from_argv(extender.SPEC, env=env).notes == (
+        "environment MCO_EXTENDER_HARD_CONSTRAINTS: ignored, hardConstraints is read from the file only",
+    )
+
+
+def test_a_keys_own_variable_wins_over_its_old_name() -> None:
+    for env in ({"MCO_COLLECTOR_INTERVAL": "3", "MCO_COLLECTOR_INTERVAL_S": "2"},
+                {"MCO_COLLECTOR_INTERVAL_S": "2", "MCO_COLLECTOR_INTERVAL": "3"}):  # fmt: skip
+        assert from_argv(collector.SPEC, "--no-stream-enabled", env=env).settings.interval == 3.0
+
+
+def test_empty_text_is_no_path_and_a_list_may_be_text() -> None:
+    text = "stream: {enabled: false, tlsCa: ''}\nbpfDir: ''\nofflineCgroups: 'a.slice, b.slice'\n"
+    settings = from_argv(collector.SPEC, env={"MCO_COLLECTOR_STREAM_TOKEN_FILE": ""}, text=text).settings
+    assert (settings.stream.tls_ca, settings.stream.token_file, settings.bpf_dir) == (None, None, None)
+    assert settings.offline_cgroups == ("a.slice", "b.slice")
+    with pytest.raises(ConfigError, match=re.escape("svc.yaml: procRoot: expected a path, got ''")):
+        from_argv(collector.SPEC, "--no-stream-enabled", text="procRoot: ''\n")
+    assert from_argv(collector.SPEC, "--no-stream-enabled", text="llc: off\n").settings.llc == "off"
+
+
+def test_a_dotted_name_in_the_file_is_not_a_key() -> None:
+    with pytest.raises(ConfigError, match=re.escape("svc.yaml: guard.mode: unknown key; nest it: guard → mode")):
+        from_argv(collector.SPEC, "--no-stream-enabled", text="guard.mode: dry-run\n")
+
+
+def test_strict_reading_takes_values_as_go_does() -> None:
+    """mco-plugin's arguments (mco doctor): no text for a number or a boolean, no null for a default."""
+    for document, says in (
+        ({"crStatusTTLSeconds": "30"}, "crStatusTTLSeconds: expected float, got str '30'"),
+        ({"fallbackWhenCROutdated": "true"}, "fallbackWhenCROutdated: expected bool, got str 'true'"),
+        ({"crStatusTTLSeconds": None}, "crStatusTTLSeconds: expected a value, got null"),
+        ({"hardConstraints": {"psiIoSomeAvg10": "1"}}, "hardConstraints.psiIoSomeAvg10: expected float | null"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(f"plugin: {says}")):
+            load(extender.SPEC, document=document, source="plugin", strict=True)
+        load(extender.SPEC, document=document, source="plugin")  # the extender's own file is lenient

@@ -11,6 +11,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -57,3 +59,35 @@ def adhoc_json(module: str, args: str, module_path: str) -> dict[str, Any]:
     document = json.loads(proc.stdout)
     result: dict[str, Any] = document["plays"][0]["tasks"][0]["hosts"]["localhost"]
     return result
+
+
+#: The paths mco_common publishes for the service roles with its defaults (roles/mco_common/tasks/main.yml).
+COMMON_SETUP = {
+    "install_dir": "/opt/mco",
+    "venv": "/opt/mco/venv",
+    "site_packages": "/opt/mco/venv/lib/python3.11/site-packages",
+    "config_dir": "/etc/mco",
+    "state_dir": "/var/lib/mco",
+    "log_dir": "/var/log/mco",
+    "user": "mco",
+    "repo_root": str(REPO),
+}
+
+
+def render_template(role: str, template: str, dest: Path, variables: dict[str, object]) -> str:
+    """``role``'s template rendered by Ansible with the role's defaults and vars, what the mco role and
+    mco_common give it (the switches, the paths) and ``variables``."""
+    defaults = yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())
+    internal_file = REPO / "roles" / role / "vars/main.yml"
+    internal = yaml.safe_load(internal_file.read_text()) if internal_file.exists() else {}
+    extra = dest.with_suffix(".vars.json")
+    extra.write_text(
+        json.dumps({**defaults, **internal, "ansible_facts": {"nodename": "node-1"}, "mco_common_setup": COMMON_SETUP,
+                    "mco_collector_enabled": True, "mco_analyzer_enabled": True, **variables})
+    )  # fmt: skip
+    proc = run(
+        [str(BIN / "ansible"), "localhost", "-c", "local", "-e", f"@{extra}", "-m", "ansible.builtin.template",
+         "-a", f"src={REPO / 'roles' / role / 'templates' / template} dest={dest}"]
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return dest.read_text()

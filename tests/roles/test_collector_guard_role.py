@@ -3,47 +3,18 @@ and the unit gets write access to the cgroup tree (and CAP_DAC_OVERRIDE) only wh
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from mco_py.analysis.guard import GuardRules
 from tests.config.settings import collector_settings
 
-from .helpers import BIN, REPO, run
-
-TEMPLATES = REPO / "roles" / "mco_collector" / "templates"
-#: The paths mco_common publishes for the service roles with its defaults (roles/mco_common/tasks/main.yml).
-COMMON_SETUP = {
-    "install_dir": "/opt/mco",
-    "venv": "/opt/mco/venv",
-    "site_packages": "/opt/mco/venv/lib/python3.11/site-packages",
-    "config_dir": "/etc/mco",
-    "state_dir": "/var/lib/mco",
-    "log_dir": "/var/log/mco",
-    "user": "mco",
-    "repo_root": str(REPO),
-}
+from .helpers import render_template
 
 
 def render(template: str, dest: Path, variables: dict[str, object]) -> str:
-    """The role's template rendered by Ansible with its defaults and vars, what the mco role and mco_common
-    give it (the switch, the paths) and ``variables``."""
-    defaults = yaml.safe_load((REPO / "roles/mco_collector/defaults/main.yml").read_text())
-    internal = yaml.safe_load((REPO / "roles/mco_collector/vars/main.yml").read_text())
-    extra = dest.with_suffix(".vars.json")
-    extra.write_text(
-        json.dumps({**defaults, **internal, "ansible_facts": {"nodename": "node-1"}, "__mco_collector_caps": [],
-                    "mco_collector_enabled": True, "mco_common_setup": COMMON_SETUP, **variables})
-    )  # fmt: skip
-    proc = run(
-        [str(BIN / "ansible"), "localhost", "-c", "local", "-e", f"@{extra}", "-m", "ansible.builtin.template",
-         "-a", f"src={TEMPLATES / template} dest={dest}"]
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return dest.read_text()
+    return render_template("mco_collector", template, dest, {"__mco_collector_caps": [], **variables})
 
 
 def test_guard_on_writes_a_configuration_the_collector_accepts(tmp_path: Path) -> None:

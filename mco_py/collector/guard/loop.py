@@ -1,4 +1,4 @@
-"""The node guard in the collector: every ``guard_interval_s`` it measures the online groups'
+"""The node guard in the collector: every ``guard.interval`` it measures the online groups'
 CPU, memory and I/O pressure, decides (:mod:`mco_py.analysis.guard`) and limits the offline
 groups' CPU, memory and I/O (:mod:`.knobs`), or in ``dry-run`` only says what it would do. While
 it is on, the offline groups also keep the lowest CPU weight, so online work that wakes up runs
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 #: Steps failing in a row before the guard lifts the quota it set.
 FAIL_SAFE_AFTER = 3
 RESOURCES = ("cpu", "io", "memory")
-#: What the guard may limit, besides CPU (``guard_resources``).
+#: What the guard may limit, besides CPU (``guard.resources``).
 KNOB_RESOURCES = ("memory", "io")
 #: Changes kept for the analyzer's Events while no stream takes them (the oldest go first).
 MAX_PENDING_CHANGES = 64

@@ -1,0 +1,30 @@
+"""The analyzer's file as its role writes it is one the analyzer reads, without old keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mco_py.config import analyzer
+from mco_py.config.loader import load, parse_document
+
+from .helpers import render_template
+
+
+@pytest.mark.parametrize("mode", ["standalone", "cluster"])
+def test_the_analyzer_role_writes_what_the_analyzer_reads(tmp_path: Path, mode: str) -> None:
+    text = render_template(
+        "mco_analyzer",
+        "analyzer.yaml.j2",
+        tmp_path / "analyzer.yaml",
+        {"mco_analyzer_mode": mode, "ansible_host": "10.0.0.5", "inventory_hostname": "ctl-1",
+         "mco_insecure_plaintext_grpc": False, "mco_guard_pods": True},
+    )  # fmt: skip
+    loaded = load(analyzer.SPEC, document=parse_document(text, "analyzer.yaml"), source="analyzer.yaml")
+    assert loaded.notes == ()
+    settings = loaded.settings
+    assert (settings.mode, settings.listen, settings.metrics_port) == (mode, "10.0.0.5:9876", 9878)
+    assert (settings.tls_cert, settings.tls_ca) == ("/etc/mco/pki/analyzer.pem", "/etc/mco/pki/ca.pem")
+    assert settings.guard_pods is (mode == "cluster")
+    assert settings.kubeconfig == ("/etc/mco/analyzer.kubeconfig" if mode == "cluster" else "")
