@@ -122,12 +122,19 @@ def leaves(settings: type[msgspec.Struct]) -> tuple[Leaf, ...]:
     return found
 
 
-def _leaves(cls: type[msgspec.Struct], prefix: str, attrs: tuple[str, ...]) -> list[Leaf]:
+def _fields(cls: type[Any]) -> list[tuple[msgspec.structs.FieldInfo, Any, Any]]:
+    """``cls``'s fields with their declared type (constraints included) and that type without them."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    out: list[Leaf] = []
+    out = []
     for info in msgspec.structs.fields(cls):
         kind = hints[info.name]
-        base = typing.get_args(kind)[0] if typing.get_origin(kind) is typing.Annotated else kind
+        out.append((info, kind, typing.get_args(kind)[0] if typing.get_origin(kind) is typing.Annotated else kind))
+    return out
+
+
+def _leaves(cls: type[msgspec.Struct], prefix: str, attrs: tuple[str, ...]) -> list[Leaf]:
+    out: list[Leaf] = []
+    for info, kind, base in _fields(cls):
         key = prefix + info.encode_name
         if _is_section(base):
             out += _leaves(base, key + ".", (*attrs, info.name))
@@ -483,11 +490,8 @@ def _build(cls: type[S], values: Mapping[str, Any]) -> S:
 
 
 def _section(cls: type[Any], values: Mapping[str, Any], prefix: str) -> Any:
-    hints = typing.get_type_hints(cls, include_extras=True)
     kwargs: dict[str, Any] = {}
-    for info in msgspec.structs.fields(cls):
-        kind = hints[info.name]
-        base = typing.get_args(kind)[0] if typing.get_origin(kind) is typing.Annotated else kind
+    for info, _kind, base in _fields(cls):
         key = prefix + info.encode_name
         if _is_section(base):
             kwargs[info.name] = _section(base, values, key + ".")
