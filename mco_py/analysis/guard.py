@@ -78,7 +78,8 @@ class GuardRules:
 
 
 def rule_problems(rules: GuardRules) -> list[str]:
-    """What is wrong with ``rules`` (empty: nothing)."""
+    """What is wrong with ``rules`` (empty: nothing), naming the fields as both documents that hold
+    them do (camelCase: collector.yaml's ``guard.rules``, the detection rules' ``guard``)."""
     out = []
     values = (
         rules.throttle_above,
@@ -93,20 +94,20 @@ def rule_problems(rules: GuardRules) -> list[str]:
         return ["every value must be a finite number"]
     if not 0 <= rules.release_below < rules.throttle_above <= 100:
         out.append(
-            f"need 0 <= release_below ({rules.release_below:g}) < throttle_above ({rules.throttle_above:g}) <= 100"
+            f"need 0 <= releaseBelow ({rules.release_below:g}) < throttleAbove ({rules.throttle_above:g}) <= 100"
         )
     if rules.calm_intervals < 1:
-        out.append(f"calm_intervals ({rules.calm_intervals}) must be at least 1")
+        out.append(f"calmIntervals ({rules.calm_intervals}) must be at least 1")
     if not 0 < rules.step_down < 1:
-        out.append(f"step_down ({rules.step_down:g}) must be between 0 and 1 (exclusive)")
+        out.append(f"stepDown ({rules.step_down:g}) must be between 0 and 1 (exclusive)")
     if not 0 < rules.step_up <= 1:
-        out.append(f"step_up ({rules.step_up:g}) must be above 0 and at most 1")
+        out.append(f"stepUp ({rules.step_up:g}) must be above 0 and at most 1")
     if not 0 <= rules.floor < 1:
         out.append(f"floor ({rules.floor:g}) must be at least 0 and below 1")
     if not 0 < rules.io_target <= 100:
-        out.append(f"io_target ({rules.io_target:g}) must be above 0 and at most 100 (percent)")
+        out.append(f"ioTarget ({rules.io_target:g}) must be above 0 and at most 100 (percent)")
     if not 0 <= rules.io_floor < 1:
-        out.append(f"io_floor ({rules.io_floor:g}) must be at least 0 and below 1")
+        out.append(f"ioFloor ({rules.io_floor:g}) must be at least 0 and below 1")
     return out
 
 

@@ -198,11 +198,8 @@ def _check(settings: CollectorSettings) -> Sequence[Problem]:
         out.append(Problem("guard.resources", "empty; expected some of cpu, memory, io"))
     try:
         guard.rules.rules()
-    except ConfigError as exc:  # GuardRules names its fields; the file names them in camelCase
-        what = str(exc)
-        for field in msgspec.structs.fields(GuardRuleSettings):
-            what = what.replace(field.name, field.encode_name)
-        out.append(Problem("guard.rules", what))
+    except ConfigError as exc:
+        out.append(Problem("guard.rules", str(exc)))
     return out
 
 

@@ -155,11 +155,11 @@ def test_the_guard_section_of_the_rules_is_validated_and_round_trips() -> None:
         )
     text = str(err.value)
     for needed in (
-        "io_target (0) must be above 0",
+        "ioTarget (0) must be above 0",
         "guard.bogus: unknown key",
         "guard.calmIntervals",
         "'Gold' is not a QoS class",
-        "release_below (50)",
+        "releaseBelow (50)",
     ):
         assert needed in text
 
