@@ -28,3 +28,16 @@ def test_the_analyzer_role_writes_what_the_analyzer_reads(tmp_path: Path, mode: 
     assert (settings.tls_cert, settings.tls_ca) == ("/etc/mco/pki/analyzer.pem", "/etc/mco/pki/ca.pem")
     assert settings.guard_pods is (mode == "cluster")
     assert settings.kubeconfig == ("/etc/mco/analyzer.kubeconfig" if mode == "cluster" else "")
+    assert settings.namespace == "mco-system"
+
+
+def test_the_analyzer_follows_the_namespace_mco_crds_installs_into(tmp_path: Path) -> None:
+    text = render_template(
+        "mco_analyzer",
+        "analyzer.yaml.j2",
+        tmp_path / "analyzer.yaml",
+        {"mco_analyzer_mode": "cluster", "mco_crds_namespace": "platform-mco", "mco_insecure_plaintext_grpc": False,
+         "mco_guard_pods": True},
+    )  # fmt: skip
+    settings = load(analyzer.SPEC, document=parse_document(text, "analyzer.yaml"), source="analyzer.yaml").settings
+    assert settings.namespace == "platform-mco"
