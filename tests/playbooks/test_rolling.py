@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROL_PLAY = "Install the analyzer and the scheduler extender"
+WAIT = "Wait until this host's analyzer and extender listen again"
 
 
 def _inventory(tmp_path: Path, **control_vars: object) -> Path:
@@ -74,13 +76,9 @@ def test_mco_upgrade_serial_sets_the_batch(tmp_path: Path) -> None:
 
 
 def _failure(document: dict[str, Any]) -> str:
-    messages = [
-        str(result.get("msg", ""))
-        for play in document["plays"]
-        for task in play["tasks"]
-        for result in task["hosts"].values()
-        if result.get("failed")
-    ]
+    results = [result for play in document["plays"] for task in play["tasks"] for result in task["hosts"].values()]
+    items = [item for result in results for item in result.get("results", []) if isinstance(item, dict)]
+    messages = [str(result.get("msg", "")) for result in results + items if result.get("failed")]
     return " ".join(" ".join(messages).split())
 
 
@@ -97,14 +95,42 @@ def test_an_inventory_serial_that_ansible_would_not_use_stops_the_play(tmp_path:
     assert 'mco_upgrade_serial="0" is not a number of control hosts' in _failure(document)
 
 
-def test_each_batch_waits_for_its_analyzer_and_extender_before_the_next_stops() -> None:
-    plays = yaml.safe_load((ROOT / "playbooks/mco.yml").read_text())
-    (play,) = [p for p in plays if p["name"].startswith(CONTROL_PLAY)]
-    (wait,) = play["post_tasks"]
-    assert "ansible.builtin.wait_for" in wait
-    assert {item["program"]: item["port"] for item in wait["loop"]} == {
-        "mco-analyzer": "{{ mco_analyzer_grpc_port }}",
-        "mco-extender": "{{ mco_scheduler_extender_port }}",
-    }
-    # exactly when the restart handlers (roles/mco_common/handlers) may have restarted the program
-    assert "item.program in __mco_common_programs_here" in wait["when"]
+def _listener() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+def _waits(document: dict[str, Any]) -> list[list[str]]:
+    """The hosts each run of the control play waited for (its post task)."""
+    return [
+        sorted(host for task in play["tasks"] if task["task"]["name"].startswith(WAIT) for host in task["hosts"])
+        for play in document["plays"]
+        if play["play"]["name"].startswith(CONTROL_PLAY)
+    ]
+
+
+def test_each_batch_waits_for_its_analyzer_and_extender_before_the_next_stops(tmp_path: Path) -> None:
+    """The programs this run set up (and whose handlers may have restarted them) must listen again
+    before the next batch starts; one that does not stops the upgrade with the next hosts untouched."""
+    analyzer, extender = _listener(), _listener()
+    try:
+        ports = {
+            "__mco_common_programs_here": ["mco-analyzer", "mco-extender"],
+            "mco_analyzer_listen_host": "127.0.0.1",
+            "mco_analyzer_grpc_port": analyzer.getsockname()[1],
+            "mco_scheduler_extender_port": extender.getsockname()[1],
+            "mco_upgrade_wait_timeout": 2,
+        }
+        proc, document = _run(_inventory(tmp_path), "-e", json.dumps(ports))
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+        assert _waits(document) == [["c1"], ["c2"], ["c3"]]
+        analyzer.close()  # c1's analyzer does not come back
+        proc, document = _run(_inventory(tmp_path), "-e", json.dumps(ports))
+        assert proc.returncode != 0
+        assert _batches(document) == [["c1"]], "c2 and c3 keep their running analyzers"
+        assert "Timeout when waiting for 127.0.0.1:" in _failure(document)
+    finally:
+        analyzer.close()
+        extender.close()
