@@ -103,19 +103,26 @@ DEFAULT_REPORT_FILE = Path("/var/lib/mco/report.json")
 WATCH_POLL_S = 1.0
 
 
-def _report_store(args: argparse.Namespace) -> ReportStore:
-    """The report's source, as kubectl finds a cluster: --file, else --kubeconfig, else
-    $KUBECONFIG or the in-cluster ServiceAccount, else the standalone file. Raises MCOError."""
-    from mco_py.store.file import FileReportStore  # noqa: PLC0415 - keep `mco version` imports minimal
+def _report_store(args: argparse.Namespace) -> tuple[ReportStore, str]:
+    """The report's source and a line naming it: --file, else the cluster kubectl would use
+    (--kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster), else this host's report file.
+    The line is empty for --file (the user named it). Raises MCOError."""
+    from mco_py.kube.source import find_kube_source  # noqa: PLC0415 - keep `mco version` imports minimal
+    from mco_py.store.file import FileReportStore  # noqa: PLC0415
 
     if args.file is not None:
-        return FileReportStore(args.file)
-    if args.kubeconfig or os.environ.get("KUBECONFIG") or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        from mco_py.kube.client import load_api_client  # noqa: PLC0415
-        from mco_py.store.kube import KubeReportStore  # noqa: PLC0415
+        return FileReportStore(args.file), ""
+    source = find_kube_source(args.kubeconfig, environ=os.environ, home=Path.home())
+    if source is None:
+        return FileReportStore(DEFAULT_REPORT_FILE), (
+            f"mco report: no cluster configured (--kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster): "
+            f"reading this host's report file {DEFAULT_REPORT_FILE}"
+        )
+    from mco_py.kube.client import connect  # noqa: PLC0415
+    from mco_py.store.kube import KubeReportStore  # noqa: PLC0415
 
-        return KubeReportStore(load_api_client(args.kubeconfig), name=args.name)
-    return FileReportStore(DEFAULT_REPORT_FILE)
+    api, used = connect(source)
+    return KubeReportStore(api, name=args.name), f"mco report: reading the cluster of {used}"
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -124,10 +131,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from mco_py.report_view import render  # noqa: PLC0415
 
     try:
-        store = _report_store(args)
+        store, note = _report_store(args)
     except MCOError as exc:
         print(f"cannot reach the cluster: {exc} (a host's own report: --file {DEFAULT_REPORT_FILE})", file=sys.stderr)
         return 1
+    if note:
+        print(note, file=sys.stderr)
     deadline = time.monotonic() + args.wait
     while True:
         try:
@@ -209,7 +218,7 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     )
     source.add_argument(
         "--kubeconfig",
-        help="read the NodeInterferenceReport from this cluster (default: $KUBECONFIG, then in-cluster config)",
+        help="read the NodeInterferenceReport from this cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
     )
     p.add_argument("--name", default="cluster", help="report object name (cluster)")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a first report")

@@ -14,6 +14,7 @@ import hashlib
 import logging
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from testbed import cache, system
@@ -67,34 +68,106 @@ def image_path(root: Path | None = None, packages_file: Path = PACKAGES_FILE) ->
     return (root or cache_root()) / f"image-{image_hash(packages_file)}"
 
 
-def host_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
-    """The Debian mirror this host's apt uses for bookworm (MCO_TESTBED_MIRROR overrides). Raises
-    TestbedError when this host's apt has none: a node image comes from the mirror the host uses."""
-    override = os.environ.get("MCO_TESTBED_MIRROR")
-    if override:
-        return override
-    candidates: list[str] = []
-    for path in sorted((sources_dir / "sources.list.d").glob("*.sources")):
-        for stanza in path.read_text().split("\n\n"):
-            fields = dict(
-                line.split(":", 1) for line in stanza.splitlines() if ":" in line and not line.startswith("#")
-            )
-            suites = fields.get("Suites", "").split()
-            if SUITE in suites:
-                candidates.extend(fields.get("URIs", "").split())
+#: Where apt keeps the Release files of the sources it fetched (apt's Dir::State::lists).
+APT_LISTS = Path("/var/lib/apt/lists")
+#: What apt escapes in a source's URI to name its files in APT_LISTS (apt's URItoFileName).
+_APT_QUOTED = set('\\|{}[]<>"^~_=!@#$%&*')
+
+
+@dataclass(frozen=True, slots=True)
+class AptSource:
+    """One ``deb`` source of the host's apt configuration: a URI, a suite and its components."""
+
+    uri: str
+    suite: str
+    components: tuple[str, ...]
+
+
+def apt_sources(sources_dir: Path) -> list[AptSource]:
+    """The enabled binary (``deb``) sources of ``sources_dir`` as apt reads them: ``sources.list``,
+    ``sources.list.d/*.list`` (one-line format) and ``sources.list.d/*.sources`` (deb822)."""
+    found: list[AptSource] = []
     lists = [sources_dir / "sources.list", *sorted((sources_dir / "sources.list.d").glob("*.list"))]
     for path in lists:
         if path.is_file():
             for line in path.read_text().splitlines():
-                parts = line.split("#", 1)[0].split()
-                if len(parts) >= 3 and parts[0] == "deb" and SUITE in parts:
-                    candidates.extend(p for p in parts[1:] if p.startswith(("http://", "https://")))
-    for uri in candidates:
-        if uri.rstrip("/").endswith("/debian"):
-            return uri.rstrip("/")
+                found.extend(_one_line_source(line))
+    for path in sorted((sources_dir / "sources.list.d").glob("*.sources")):
+        for stanza in re.split(r"\n[ \t]*\n", path.read_text()):
+            found.extend(_deb822_sources(stanza))
+    return found
+
+
+def _one_line_source(line: str) -> list[AptSource]:
+    """``deb [options] URI SUITE COMPONENT...``; nothing for other lines."""
+    line = re.sub(r"\[[^\]]*\]", " ", line.split("#", 1)[0])  # options may hold spaces
+    parts = line.split()
+    if len(parts) < 3 or parts[0] != "deb":
+        return []
+    return [AptSource(parts[1], parts[2], tuple(parts[3:]))]
+
+
+def _deb822_sources(stanza: str) -> list[AptSource]:
+    """The sources of one deb822 stanza (``Types``, ``URIs``, ``Suites``, ``Components``,
+    ``Enabled``); folded lines continue a field, ``#`` lines are comments."""
+    fields: dict[str, str] = {}
+    name = ""
+    for line in stanza.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if line[0] in " \t" and name:
+            fields[name] += " " + line.strip()
+        elif ":" in line:
+            name, value = line.split(":", 1)
+            name = name.strip().lower()
+            fields[name] = value.strip()
+    if "deb" not in fields.get("types", "").split() or fields.get("enabled", "yes").lower() == "no":
+        return []
+    components = tuple(fields.get("components", "").split())
+    return [
+        AptSource(uri, suite, components)
+        for uri in fields.get("uris", "").split()
+        for suite in fields.get("suites", "").split()
+    ]
+
+
+def apt_origin(source: AptSource, lists_dir: Path) -> str:
+    """The ``Origin`` of ``source``'s Release file in apt's lists (``Debian`` for Debian's archive);
+    empty when apt has not fetched it."""
+    name = re.sub(r"^[a-z0-9+.-]+://", "", f"{source.uri.rstrip('/')}/dists/{source.suite}/")
+    name = "".join(f"%{ord(c):02x}" if c in _APT_QUOTED else c for c in name).replace("/", "_")
+    for release in ("InRelease", "Release"):
+        path = lists_dir / f"{name}{release}"
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        match = re.search(r"^Origin:[ \t]*(.+)$", text, re.MULTILINE)
+        return match.group(1).strip() if match else ""
+    return ""
+
+
+def host_mirror(sources_dir: Path = Path("/etc/apt"), lists_dir: Path = APT_LISTS) -> str:
+    """The Debian mirror this host's apt uses for bookworm main (MCO_TESTBED_MIRROR overrides): of
+    the enabled ``deb`` sources of suite bookworm with component main, the one apt's lists say is
+    Debian's archive (``Origin: Debian``), else the first whose path ends in ``/debian``. Raises
+    TestbedError when there is none: a node image comes from the mirror the host uses.
+
+    The mirror is not one of the image's inputs (:func:`image_hash`): every Debian mirror serves the
+    same signed archive, and which one built an image does not change what the package list asks
+    for; an image follows the archive only when rebuilt (``--rebuild``), whichever mirror it uses."""
+    override = os.environ.get("MCO_TESTBED_MIRROR")
+    if override:
+        return override
+    candidates = [s for s in apt_sources(sources_dir) if s.suite == SUITE and "main" in s.components and "://" in s.uri]
+    debian = [s for s in candidates if apt_origin(s, lists_dir) == "Debian"]
+    named = [s for s in candidates if s.uri.rstrip("/").endswith("/debian")]
+    for source in debian or named:
+        return source.uri.rstrip("/")
     raise TestbedError(
-        f"no Debian {SUITE} source in {sources_dir} (sources.list, sources.list.d/*.list or *.sources): add the "
-        f"mirror this host uses, or set MCO_TESTBED_MIRROR to a Debian mirror's URL (the one ending in /debian)"
+        f"no Debian {SUITE} main source in {sources_dir} (sources.list, sources.list.d/*.list or *.sources, "
+        f"enabled, Types: deb): add the mirror this host uses, or set MCO_TESTBED_MIRROR to a Debian mirror's URL "
+        f"(the one ending in /debian)"
     )
 
 

@@ -249,3 +249,49 @@ def test_report_reads_the_cluster_of_kubeconfig_env_unless_a_file_is_given(kube_
     assert broken.returncode == 1
     assert "$KUBECONFIG=" in broken.stderr
     assert "fix it, or unset it" in broken.stderr
+
+
+def test_report_follows_kubectls_order_and_says_which_source_it_used(kube_api: object, kubeconfig: Path) -> None:
+    """An admin workstation: ~/.kube/config (over in-cluster), $KUBECONFIG's list with kubectl's
+    context (the first file that sets one), in-cluster, and only then this host's report file."""
+    import json
+
+    import yaml
+
+    _report_in_the_cluster(kubeconfig)
+    home = kubeconfig.parent / "home"
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text(kubeconfig.read_text())
+    out = run("report", "-o", "json", env={"HOME": str(home), "KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["nodes"][0]["name"] == "w1"
+    assert out.stderr == f"mco report: reading the cluster of ~/.kube/config ({home}/.kube/config), context emulated\n"
+
+    # $KUBECONFIG: a missing file left out; the first current-context wins (kubectl), not the last
+    config = yaml.safe_load(kubeconfig.read_text())
+    first = kubeconfig.parent / "first.yaml"
+    first.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "emulated"}))
+    second = kubeconfig.parent / "second.yaml"
+    config["clusters"].append({"name": "nowhere", "cluster": {"server": "https://127.0.0.1:1"}})
+    config["contexts"].append({"name": "nowhere", "context": {"cluster": "nowhere", "user": "emulated"}})
+    config["current-context"] = "nowhere"
+    second.write_text(yaml.safe_dump(config))
+    listed = f"{kubeconfig.parent / 'missing.yaml'}:{first}:{second}"
+    out = run("report", "-o", "name", env={"HOME": str(home), "KUBECONFIG": listed})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "node/w1\n"
+    assert out.stderr == f"mco report: reading the cluster of $KUBECONFIG={listed}, context emulated\n"
+
+    # no kubeconfig anywhere: in-cluster, which says what is wrong when there is no ServiceAccount token
+    empty = kubeconfig.parent / "empty-home"
+    empty.mkdir()
+    pod = run("report", env={"HOME": str(empty), "KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    assert pod.returncode == 1
+    assert "in-cluster configuration (KUBERNETES_SERVICE_HOST is set) is not usable" in pod.stderr, pod.stderr
+
+    # nothing configured: this host's report file, said as such (not "is the analyzer running?" alone)
+    host = run("report", env={"HOME": str(empty)})
+    assert host.stderr.splitlines()[0] == (
+        "mco report: no cluster configured (--kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster): "
+        "reading this host's report file /var/lib/mco/report.json"
+    ), host.stderr

@@ -327,6 +327,33 @@ def test_uninstall_gives_volcano_back_byte_for_byte(bed: Bed) -> None:
     assert bed.play(bed.playbook(UNINSTALL))["changed"] == 0
 
 
+def test_an_install_over_a_volcano_of_another_release_is_refused(bed: Bed) -> None:
+    """mco_volcano_enabled where Volcano v1.12.4 runs: stopped before anything is applied, unless
+    volcano_overwrite_running_version says so (shown in check mode, which changes nothing)."""
+    extra = {"mco_volcano_enabled": True, "volcano_manifest_src": str(bed.installer), "volcano_wait": False}
+    bed.kubectl(
+        "-n", NS, "set", "image", "deployment/volcano-scheduler", "volcano-scheduler=volcanosh/vc-scheduler:v1.12.4"
+    )
+    try:
+        before = bed.versions()
+        proc, document = bed.run(bed.playbook(ROOT / "playbooks" / "volcano.yml", extra))
+        assert proc.returncode != 0
+        message = " ".join(" ".join(failure_messages(document)).split())
+        assert (
+            "Volcano v1.12.4 runs (scheduler image volcanosh/vc-scheduler:v1.12.4 in volcano-system/volcano-scheduler)"
+            ", and mco_volcano_enabled (volcano_install) would apply Volcano v1.14.1's manifest"
+        ) in message, message
+        assert "set volcano_overwrite_running_version: true" in message, message
+        assert bed.versions() == before, "nothing applied"
+        assert bed.plugin_rbac() == []
+        overwrite = {**extra, "volcano_overwrite_running_version": True}
+        proc, document = bed.run(bed.playbook(ROOT / "playbooks" / "volcano.yml", overwrite) + " --check")
+        assert proc.returncode == 0, "\n".join(failure_messages(document)) or proc.stdout[-6000:]
+        assert bed.versions() == before
+    finally:
+        bed.kubectl("-n", NS, "set", "image", "deployment/volcano-scheduler", f"volcano-scheduler={VOLCANO_IMAGE}")
+
+
 def test_the_role_installs_volcano_v1_14_1_running_mcos_scheduler(bed: Bed) -> None:
     """Last: the installer's webhooks stay in this cluster. Its scheduler Deployment is applied with MCO's
     image already, so a re-run never puts Volcano's back in between; the uninstall restores the installer's."""

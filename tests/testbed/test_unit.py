@@ -159,6 +159,47 @@ def test_mirror_comes_from_the_host_apt_sources(tmp_path: Path, monkeypatch: pyt
     assert image.host_mirror(tmp_path) == "http://override/debian"
 
 
+def test_the_mirror_is_the_hosts_debian_main_source_not_a_third_party_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """apt's rules: deb822 stanzas that are disabled or deb-src only do not count, nor do sources
+    of other suites or without main; a third-party repository for bookworm (its path ending in
+    /debian too) sorted first is not Debian's archive; apt's lists name Debian's own by Origin."""
+    monkeypatch.delenv("MCO_TESTBED_MIRROR", raising=False)
+    apt, lists = tmp_path / "apt", tmp_path / "lists"
+    (apt / "sources.list.d").mkdir(parents=True)
+    lists.mkdir()
+    (apt / "sources.list.d" / "a-vendor.sources").write_text(
+        "Types: deb\nURIs: https://vendor.example/linux/debian\nSuites: bookworm\nComponents: stable\n"
+    )
+    (apt / "sources.list.d" / "b-old.sources").write_text(
+        "Types: deb\nURIs: http://old.example/debian\nSuites: bookworm\nComponents: main\nEnabled: no\n\n"
+        "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\nComponents: main\n"
+    )
+    (apt / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\n# a comment inside the stanza\nURIs: http://mirror.example/debian/\nSuites: bookworm\n"
+        "  bookworm-updates\nComponents: main contrib\n"
+    )
+    assert image.host_mirror(apt, lists) == "http://mirror.example/debian"
+
+    # a snapshot of the archive (its path does not end in /debian), known by its Release file
+    snapshot = "http://snapshot.example/archive/debian/20250520T000000Z"
+    (apt / "sources.list.d" / "debian.sources").unlink()
+    (apt / "sources.list").write_text(
+        "deb [ arch=amd64 signed-by=/usr/share/keyrings/vendor.gpg ] https://vendor.example/php/debian bookworm main\n"
+        f"deb {snapshot} bookworm main\n"
+    )
+    (lists / "snapshot.example_archive_debian_20250520T000000Z_dists_bookworm_InRelease").write_text(
+        "-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\nOrigin: Debian\nLabel: Debian\nSuite: stable\n"
+    )
+    (lists / "vendor.example_php_debian_dists_bookworm_InRelease").write_text("Origin: deb.vendor.example\n")
+    assert image.host_mirror(apt, lists) == snapshot
+
+    (apt / "sources.list").write_text(f"deb-src {snapshot} bookworm main\ndeb {snapshot} bookworm-updates main\n")
+    with pytest.raises(TestbedError, match="no Debian bookworm main source in"):
+        image.host_mirror(apt, lists)
+
+
 def test_mounts_under_a_dir_are_listed_deepest_first_with_escapes(tmp_path: Path) -> None:
     mountinfo = tmp_path / "mountinfo"
     mountinfo.write_text(
