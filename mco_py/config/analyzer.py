@@ -9,7 +9,7 @@ Example::
     tlsCa: /etc/mco/pki/ca.pem
     tokenFile: /etc/mco/analyzer.token
     metricsWeb:                 # TLS and basic auth of /metrics (mco_py/config/web.py)
-      basicAuthUsers: {prometheus: $2y$10$X0h1gDsPszWURQaxFh.zoubFi6DXncSjhoQNJgRrnGs7EsimhC7zG}
+      basicAuthUsers: {prometheus: $2b$10$GBZHQ539Jd2UdTQ3ZeEC9eC1unLoAQaKYDJSBdEGcaZqtx6Xoj.NG}
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ exporter-toolkit web configuration: ``tls`` is its ``tls_server_config`` (``cert
         clientAuthType: RequireAndVerifyClientCert
         clientCaFile: /etc/mco/pki/ca.pem
       basicAuthUsers:
-        prometheus: $2y$10$X0h1gDsPszWURQaxFh.zoubFi6DXncSjhoQNJgRrnGs7EsimhC7zG
+        prometheus: $2b$10$GBZHQ539Jd2UdTQ3ZeEC9eC1unLoAQaKYDJSBdEGcaZqtx6Xoj.NG
 """
 
 from __future__ import annotations

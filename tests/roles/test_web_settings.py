@@ -16,11 +16,12 @@ from mco_py.config.web import WebSettings
 
 from .helpers import BIN, render_template, run
 
-HASH = "$2y$10$X0h1gDsPszWURQaxFh.zoubFi6DXncSjhoQNJgRrnGs7EsimhC7zG"
+HASH = "$2b$10$GBZHQ539Jd2UdTQ3ZeEC9eC1unLoAQaKYDJSBdEGcaZqtx6Xoj.NG"
 HOST = {"ansible_host": "10.0.0.5", "inventory_hostname": "ctl-1", "mco_insecure_plaintext_grpc": False}
 
-#: role, template, its service's settings, the settings' web section, the role's prefix for the port
-ROLES = [
+Case = tuple[str, str, Spec[Any], str, str, str]
+#: role, template, its service's settings, the settings' web section, the role's prefix for the port, the certificate
+ROLES: list[Case] = [
     ("mco_collector", "collector.yaml.j2", collector.SPEC, "metrics_web", "mco_collector_metrics", "collector-metrics"),
     ("mco_analyzer", "analyzer.yaml.j2", analyzer.SPEC, "metrics_web", "mco_analyzer_metrics", "analyzer-metrics"),
     ("mco_scheduler_extender", "extender.yaml.j2", extender.SPEC, "web", "mco_scheduler_extender", "extender"),
@@ -34,10 +35,9 @@ def _rendered(tmp_path: Path, role: str, template: str, spec: Spec[Any], variabl
     return loaded.settings
 
 
-@pytest.mark.parametrize(("role", "template", "spec", "section", "prefix", "component"), ROLES)
-def test_the_roles_render_tls_and_basic_auth_the_services_read(
-    tmp_path: Path, role: str, template: str, spec: Spec[Any], section: str, prefix: str, component: str
-) -> None:
+@pytest.mark.parametrize("case", ROLES, ids=[case[0] for case in ROLES])
+def test_the_roles_render_tls_and_basic_auth_the_services_read(tmp_path: Path, case: Case) -> None:
+    role, template, spec, section, prefix, component = case
     settings = _rendered(
         tmp_path,
         role,
@@ -64,10 +64,11 @@ def test_the_roles_render_tls_and_basic_auth_the_services_read(
     assert web.basic_auth_users == {"prometheus": HASH}
 
 
-@pytest.mark.parametrize(("role", "template", "spec", "section", "prefix", "component"), ROLES)
+@pytest.mark.parametrize("case", ROLES, ids=[case[0] for case in ROLES])
 def test_by_default_the_ports_ask_for_nothing_and_the_operators_files_are_used_as_given(
-    tmp_path: Path, role: str, template: str, spec: Spec[Any], section: str, prefix: str, component: str
+    tmp_path: Path, case: Case
 ) -> None:
+    role, template, spec, section, prefix, _ = case
     assert getattr(_rendered(tmp_path, role, template, spec, {}), section) == WebSettings()
     settings = _rendered(
         tmp_path,
@@ -160,8 +161,10 @@ PLAYBOOK = """\
     ("tls", "users", "message"),
     [
         ({"cert_file": "/a.pem"}, {}, "with cert_file and key_file together"),
-        ({"cert_file": "/a", "key_file": "/b", "client_auth_type": "RequireAnyClientCert"}, {}, "client_auth_type 'RequireAnyClientCert' must be one of NoClientCert"),
-        ({"cert_file": "/a", "key_file": "/b", "client_auth_type": "RequireAndVerifyClientCert"}, {}, "it needs client_ca_file"),
+        ({"cert_file": "/a", "key_file": "/b", "client_auth_type": "RequireAnyClientCert"}, {},
+         "client_auth_type 'RequireAnyClientCert' must be one of NoClientCert"),
+        ({"cert_file": "/a", "key_file": "/b", "client_auth_type": "RequireAndVerifyClientCert"}, {},
+         "it needs client_ca_file"),
         ({"certfile": "/a"}, {}, "the TLS keys ['certfile'] must be some of cert_file, key_file"),
         ({}, {"prometheus": "hunter2", "ok": HASH}, "not a password (these are not: ['prometheus'])"),
     ],
