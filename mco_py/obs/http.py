@@ -23,6 +23,11 @@ protocol): the parser copies what it keeps before the next read, so the loop
 allocates and copies no ``bytes`` object per read, and idle keep-alive
 connections hold no read buffer.
 
+TLS and basic auth are optional (:class:`ServerOptions.security`, :mod:`mco_py.obs.http_security`):
+the loop's TLS layer with the handshake bounded by the head's deadline; a request without valid
+credentials is answered 401 (429 past the bcrypt budget) and its connection closed, its body
+dropped as it arrives and the app never called.
+
 Memory does not creep under load (docs/benchmarks.md, "Extender", "Memory soak"): a closed
 connection frees its parser at once (no reference cycle left for the cyclic
 GC), and :class:`HeapTrimmer` hands the C heap's free pages back to the OS
