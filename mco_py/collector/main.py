@@ -205,7 +205,8 @@ class CollectorDaemon:
             self.registry, host=self._settings.metrics_host, port=self._settings.metrics_port, security=security
         )
         self.port = self._server.port
-        log.info(
+        log.log(
+            security.log_level,
             "metrics on %s:%d/metrics (%s: %s)",
             self._settings.metrics_host,
             self.port,

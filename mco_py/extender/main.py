@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                 "scheme": security.scheme,
             },
         )
-        if security.tls is None and security.auth is None:
+        if security.insecure:
             log.warning(
                 "extender port is INSECURE: plain HTTP, no authentication; set web.tls and/or web.basicAuthUsers "
                 "(docs/security.md) where the schedulers can present credentials"

@@ -247,12 +247,22 @@ class WebSecurity:
     auth: BasicAuth | None = None
 
     @property
+    def insecure(self) -> bool:
+        """Nothing is asked of the clients."""
+        return self.tls is None and self.auth is None
+
+    @property
+    def log_level(self) -> int:
+        """Warning when :attr:`insecure`, so that it stands out in the start-up log."""
+        return logging.WARNING if self.insecure else logging.INFO
+
+    @property
     def scheme(self) -> str:
         return "https" if self.tls is not None else "http"
 
     def describe(self) -> str:
         """One phrase for the start-up log (loud when nothing is asked)."""
-        if self.tls is None and self.auth is None:
+        if self.insecure:
             return "INSECURE: plain HTTP, no authentication"
         parts = []
         if self.tls is not None:

@@ -359,3 +359,41 @@ def test_extender_exits_2_naming_the_bad_file(tmp_path: Path) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert f"mco extender: web.tls.certFile: {tmp_path / 'missing.pem'} does not exist" in done.stderr
+
+
+def _extender_says(tmp_path: Path, web: str, wanted: str) -> str:
+    """The stderr line of a real ``mco extender`` (settings + ``web``) that contains ``wanted``."""
+    config = tmp_path / "extender.yaml"
+    config.write_text(f"listen: 127.0.0.1:0\nreportFile: {tmp_path / 'r.json'}\n{web}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mco_py.cli", "extender", "--config", str(config)],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            assert line, "the extender exited early"
+            if wanted in line:
+                return line
+        raise AssertionError(f"no line with {wanted!r} within 60 s")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def test_the_extender_says_insecure_while_its_port_asks_for_nothing(
+    tmp_path: Path, pki: dict[str, Issued | TestCA]
+) -> None:
+    line = _extender_says(tmp_path, "", "INSECURE")
+    assert '"level": "warning"' in line
+    assert "set web.tls and/or web.basicAuthUsers" in line
+    server = _issued(pki, "server")
+    web = f"web:\n  tls: {{certFile: {server.cert}, keyFile: {server.key}}}\n  basicAuthUsers: {{volcano: '{HASH}'}}\n"
+    line = _extender_says(tmp_path, web, "extender port:")
+    assert "TLS (client certificates: NoClientCert), basic auth" in line
