@@ -3,16 +3,21 @@ what the services read, the ServiceMonitors scrape with https and basic auth whe
 
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry, Counter
 
 from mco_py.config import analyzer, collector, extender
 from mco_py.config.loader import Spec, load, parse_document
-from mco_py.config.web import WebSettings
+from mco_py.config.web import TLSSettings, WebSettings
+from mco_py.obs.metrics import serve_metrics
 
 from .helpers import BIN, render_template, run
 
@@ -199,3 +204,72 @@ def test_good_tls_and_basic_auth_inputs_pass(tmp_path: Path) -> None:
     )
     proc = run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook), "-e", extra])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+PKI_PLAYBOOK = """
+- name: Issue a port's server certificate and a client's, as the roles do
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: The extender's port (mco_scheduler_extender_tls_pki)
+      ansible.builtin.include_role:
+        name: manycore.mco.mco_pki
+        tasks_from: issue
+      vars:
+        mco_pki_component: extender
+        mco_pki_common_name: ctl-1
+        mco_pki_sans: ["DNS:localhost", "IP:127.0.0.1"]
+    - name: A client certificate (what mco_pki issues collectors; here Prometheus')
+      ansible.builtin.include_role:
+        name: manycore.mco.mco_pki
+        tasks_from: issue
+      vars:
+        mco_pki_component: collector
+        mco_pki_common_name: prometheus
+        mco_pki_sans: ["DNS:prometheus"]
+"""
+
+
+def _scrape(conn: http.client.HTTPConnection) -> int:
+    conn.request("GET", "/metrics")  # TLS 1.3 reports a refused client certificate on the first read
+    return conn.getresponse().status
+
+
+@pytest.mark.timeout(600)
+def test_mco_pki_certificates_serve_a_port_that_requires_client_certificates(tmp_path: Path) -> None:
+    book = tmp_path / "pki.yml"
+    book.write_text(PKI_PLAYBOOK)
+    pki = tmp_path / "pki"
+    proc = run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(book), "-e", f"mco_pki_dir={pki}",
+         "-e", f"ansible_python_interpreter={sys.executable}"]
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    web = WebSettings(
+        tls=TLSSettings(
+            cert_file=pki / "localhost-extender.pem",
+            key_file=pki / "localhost-extender-key.pem",
+            client_auth_type="RequireAndVerifyClientCert",
+            client_ca_file=pki / "ca.pem",
+        )
+    )
+    registry = CollectorRegistry()
+    Counter("mco_test_total", "t", registry=registry).inc()
+    server = serve_metrics(registry, host="127.0.0.1", port=0, security=web.security("web"))
+    try:
+        context = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+        context.load_cert_chain(str(pki / "localhost-collector.pem"), str(pki / "localhost-collector-key.pem"))
+        conn = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=30, context=context)
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        assert response.status == 200
+        assert b"mco_test_total 1.0" in response.read()
+        conn.close()
+        bare = http.client.HTTPSConnection(
+            "127.0.0.1", server.port, timeout=30, context=ssl.create_default_context(cafile=str(pki / "ca.pem"))
+        )
+        with pytest.raises((ssl.SSLError, ConnectionError)):  # without a client certificate
+            _scrape(bare)
+        bare.close()
+    finally:
+        server.stop()
