@@ -3,9 +3,11 @@ what the services read, the ServiceMonitors scrape with https and basic auth whe
 
 from __future__ import annotations
 
+import grp
 import http.client
 import json
 import ssl
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -273,3 +275,52 @@ def test_mco_pki_certificates_serve_a_port_that_requires_client_certificates(tmp
         bare.close()
     finally:
         server.stop()
+
+
+CONFIGURE_PLAYBOOK = """
+- name: The extender role's configure step, with TLS from mco_pki and basic auth
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Configure
+      ansible.builtin.include_role:
+        name: manycore.mco.mco_scheduler_extender
+        tasks_from: configure
+  handlers:
+    - name: Restart (nothing runs here)
+      ansible.builtin.debug:
+        msg: restart
+      listen: mco-extender restart
+"""
+
+
+@pytest.mark.timeout(600)
+def test_the_extender_role_installs_its_certificate_and_key_least_privileged(tmp_path: Path) -> None:
+    book = tmp_path / "configure.yml"
+    book.write_text(CONFIGURE_PLAYBOOK)
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    setup = {"config_dir": str(etc), "state_dir": str(tmp_path), "user": "daemon", "venv": "/nonexistent"}
+    extra = {
+        "mco_common_setup": setup,
+        "mco_pki_dir": str(tmp_path / "pki"),
+        "mco_scheduler_extender_tls_pki": True,
+        "mco_scheduler_extender_basic_auth_users": {"volcano": HASH},
+        "ansible_python_interpreter": sys.executable,
+        "ansible_facts": {"nodename": "ctl-1"},
+        "ansible_host": "127.0.0.1",
+    }
+    proc = run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(book), "-e", json.dumps(extra)])
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    key = etc / "pki" / "extender-key.pem"
+    certificate = etc / "pki" / "extender.pem"
+    config = etc / "extender.yaml"
+    assert (stat.S_IMODE(key.stat().st_mode), grp.getgrgid(key.stat().st_gid).gr_name) == (0o640, "daemon")
+    assert (stat.S_IMODE(certificate.stat().st_mode), certificate.stat().st_gid) == (0o644, 0)
+    assert (stat.S_IMODE(config.stat().st_mode), grp.getgrgid(config.stat().st_gid).gr_name) == (0o640, "daemon")
+    settings = load(extender.SPEC, document=parse_document(config.read_text(), "extender.yaml")).settings
+    assert settings.web.tls.cert_file == certificate
+    assert settings.web.basic_auth_users == {"volcano": HASH}
+    security = settings.web.security("web")  # the files make a usable server context
+    assert security.tls is not None
+    assert "INSECURE" not in proc.stdout
