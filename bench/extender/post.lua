@@ -4,3 +4,8 @@ wrk.method = "POST"
 wrk.body = f:read("*a")
 f:close()
 wrk.headers["Content-Type"] = "application/json"
+-- AUTHORIZATION (bench/extender/run.py --web tls-auth): sent on every request, as a scheduler does.
+local authorization = os.getenv("AUTHORIZATION")
+if authorization and authorization ~= "" then
+  wrk.headers["Authorization"] = authorization
+end

@@ -13,18 +13,25 @@ per-minute medians, the least-squares slope (MB/min) and the drift (median of
 the last minute - of the first), plus RSS 15 s after the load stopped.
 ``--probe FILE`` runs the soak's server under memprobe.py (heap, GC, smaps).
 
+``--web tls`` serves HTTPS (a throwaway CA and server certificate), ``--web tls-auth`` HTTPS and
+basic auth (a bcrypt hash of cost 10; the clients send the header on every request, as the
+schedulers do): the port's cost of TLS and authentication against ``--web plain``.
+
 Usage: .venv/bin/python bench/extender/run.py [--rounds 3] [--duration 10] [--soak 300] [--soak-only]
+                                              [--web plain|tls|tls-auth]
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import http.client
 import json
 import os
 import re
 import shutil
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
@@ -42,6 +49,35 @@ from mco_py.store.file import FileReportStore  # noqa: E402
 from tests.extender import bodies  # noqa: E402
 
 LUA = Path(__file__).with_name("post.lua")
+WEB = {"scheme": "http", "authorization": "", "ca": ""}
+"""How the clients reach the server (--web): the URL scheme, the Authorization header and the CA file ("" = none)."""
+
+
+def web_config(workdir: Path, mode: str) -> str:
+    """The ``web:`` section of the server's settings for ``mode``; sets :data:`WEB` for the clients."""
+    if mode == "plain":
+        return ""
+    import bcrypt
+
+    from tests.analyzer.certs import TestCA
+
+    ca = TestCA(workdir)
+    WEB["ca"] = str(ca.path)
+    issued = ca.issue("server", "localhost", ["localhost"], server=True, ips=["127.0.0.1"])
+    WEB["scheme"] = "https"
+    text = f"web:\n  tls: {{certFile: {issued.cert}, keyFile: {issued.key}}}\n"
+    if mode == "tls-auth":
+        hashed = bcrypt.hashpw(b"bench-password", bcrypt.gensalt(rounds=10)).decode()
+        WEB["authorization"] = "Basic " + base64.b64encode(b"volcano:bench-password").decode()
+        text += f"  basicAuthUsers: {{volcano: '{hashed}'}}\n"
+    return text
+
+
+def _connection(port: int) -> http.client.HTTPConnection:
+    if WEB["scheme"] == "https":
+        context = ssl.create_default_context(cafile=WEB["ca"])
+        return http.client.HTTPSConnection("127.0.0.1", port, timeout=120, context=context)
+    return http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 
 
 def generate(workdir: Path, nodes_1000: bool) -> dict[str, Path]:
@@ -156,7 +192,7 @@ def wrk(
         "--latency",
         "-s",
         str(LUA),
-        f"http://127.0.0.1:{port}{path}",
+        f"{WEB['scheme']}://127.0.0.1:{port}{path}",
     ]
     user_before, sys_before = cpu_seconds(pid) if pid else (0.0, 0.0)
     steal_before, total_before = cpu0_ticks()
@@ -164,7 +200,7 @@ def wrk(
         cmd,
         capture_output=True,
         text=True,
-        env={**os.environ, "BODY_FILE": str(body)},
+        env={**os.environ, "BODY_FILE": str(body), "AUTHORIZATION": WEB["authorization"]},
         check=True,
         timeout=duration + 60,
     ).stdout
@@ -193,10 +229,13 @@ def _latency(out: str, pct: str) -> float:
 def single(port: int, body: bytes, path: str, repeat: int) -> float:
     """Median wall time (ms) of one request on a kept-alive connection."""
     times = []
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn = _connection(port)
+    headers = {"Content-Type": "application/json"}
+    if WEB["authorization"]:
+        headers["Authorization"] = WEB["authorization"]
     for _ in range(repeat):
         start = time.perf_counter()
-        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        conn.request("POST", path, body=body, headers=headers)
         resp = conn.getresponse()
         data = resp.read()
         times.append((time.perf_counter() - start) * 1000)
@@ -349,6 +388,7 @@ def main() -> int:
         "--probe", type=Path, default=None, help="soak server writes memory figures here (JSON lines, memprobe.py)"
     )
     parser.add_argument("--no-1000", action="store_true", help="skip the 74 MB prioritize")
+    parser.add_argument("--web", choices=("plain", "tls", "tls-auth"), default="plain", help="HTTPS, basic auth")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (apt-get install wrk)")
@@ -360,7 +400,7 @@ def main() -> int:
         report = workdir / "report.json"
         write_report(report)
         config = workdir / "extender.yaml"
-        config.write_text(f"reportFile: {report}\ncrStatusTTLSeconds: 86400\n")
+        config.write_text(f"reportFile: {report}\ncrStatusTTLSeconds: 86400\n" + web_config(workdir, args.web))
         rows: list[dict[str, float]] = []
         for r in range(0 if args.soak_only else args.rounds):
             res = one_round(config, files, args.duration)

@@ -131,9 +131,11 @@ def serve(settings: AnalyzerSettings, *, registry: CollectorRegistry, stop: thre
     )
     parts = _Parts()
     try:
-        metrics_server = serve_metrics(registry, host=settings.metrics_host, port=settings.metrics_port)
+        web = settings.metrics_web.security("metricsWeb")
+        metrics_server = serve_metrics(registry, host=settings.metrics_host, port=settings.metrics_port, security=web)
         metrics_port = metrics_server.port
         parts.stops.append(metrics_server.stop)
+        log.log(web.log_level, "metrics on %s port %d: %s", web.scheme, metrics_port, web.describe())
         store: ReportStore
         source: RulesSource
         if settings.mode == "cluster":

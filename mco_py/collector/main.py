@@ -200,9 +200,20 @@ class CollectorDaemon:
 
     def start(self) -> None:
         """Serve /metrics, open the streams and start sampling in a thread."""
-        self._server = serve_metrics(self.registry, host=self._settings.metrics_host, port=self._settings.metrics_port)
+        security = self._settings.metrics_web.security("metricsWeb")
+        self._server = serve_metrics(
+            self.registry, host=self._settings.metrics_host, port=self._settings.metrics_port, security=security
+        )
         self.port = self._server.port
-        log.info("metrics on %s:%d/metrics", self._settings.metrics_host, self.port, extra={"port": self.port})
+        log.log(
+            security.log_level,
+            "metrics on %s:%d/metrics (%s: %s)",
+            self._settings.metrics_host,
+            self.port,
+            security.scheme,
+            security.describe(),
+            extra={"port": self.port},
+        )
         if self.fanout is not None:
             self.fanout.start()
         if self.guard is not None:

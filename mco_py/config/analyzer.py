@@ -8,6 +8,8 @@ Example::
     tlsKey: /etc/mco/pki/analyzer-key.pem
     tlsCa: /etc/mco/pki/ca.pem
     tokenFile: /etc/mco/analyzer.token
+    metricsWeb:                 # TLS and basic auth of /metrics (mco_py/config/web.py)
+      basicAuthUsers: {prometheus: $2b$10$GBZHQ539Jd2UdTQ3ZeEC9eC1unLoAQaKYDJSBdEGcaZqtx6Xoj.NG}
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import msgspec
 from msgspec import Meta
 
 from mco_py.config.loader import Problem, Section, Spec
+from mco_py.config.web import WebSettings
 from mco_py.report.size import DEFAULT_STATUS_BUDGET
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -53,6 +56,7 @@ class AnalyzerSettings(Section, frozen=True):
     ] = ":9876"
     metrics_host: Annotated[str, Meta(description="address of /metrics")] = "0.0.0.0"  # noqa: S104 - scraped remotely
     metrics_port: Annotated[int, Meta(ge=0, le=65535, description="port of /metrics (0: any free port)")] = 9878
+    metrics_web: WebSettings = msgspec.field(default_factory=WebSettings)
     report_interval: Annotated[
         float, Meta(gt=0, description="seconds between reports (written even when nothing changed)")
     ] = 5.0
@@ -130,6 +134,7 @@ def _check(settings: AnalyzerSettings) -> Sequence[Problem]:
         out.append(Problem("tlsCert", "tlsCert and tlsKey go together (the server certificate and its key)"))
     if settings.tls_ca and not settings.tls_cert:
         out.append(Problem("tlsCa", "mTLS needs the server certificate too: set tlsCert and tlsKey"))
+    out += settings.metrics_web.problems("metricsWeb")
     return out
 
 
@@ -141,7 +146,7 @@ SPEC = Spec(
     renamed={
         field.name: field.encode_name
         for field in msgspec.structs.fields(AnalyzerSettings)
-        if field.name != field.encode_name
+        if field.name not in (field.encode_name, "metrics_web")  # metricsWeb never had another name
     }
     | {"rules_configmap": "rulesConfigMap", "rulesConfigmap": "rulesConfigMap"},
     renamed_flags={"--rules-configmap": "--rules-config-map"},

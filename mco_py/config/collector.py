@@ -13,6 +13,8 @@ Example (every key optional)::
       rules: {throttleAbove: 20}
     onlineCgroups: [online.slice]
     offlineCgroups: [offline.slice]
+    metricsWeb:                 # TLS and basic auth of /metrics (mco_py/config/web.py)
+      tls: {certFile: /etc/mco/pki/collector.pem, keyFile: /etc/mco/pki/collector-key.pem}
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from msgspec import Meta
 
 from mco_py.analysis.guard import GuardRules
 from mco_py.config.loader import Problem, Section, Spec
+from mco_py.config.web import WebSettings
 from mco_py.errors import ConfigError
 
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -145,6 +148,7 @@ class CollectorSettings(Section, frozen=True):
     )
     metrics_host: Annotated[str, Meta(description="address of /metrics")] = "0.0.0.0"  # noqa: S104 - scraped remotely
     metrics_port: Annotated[int, Meta(ge=0, le=65535, description="port of /metrics (0: any free port)")] = 9877
+    metrics_web: WebSettings = msgspec.field(default_factory=WebSettings)
     bio_backend: Annotated[BioBackend, Meta(description="block-latency backend; auto tries them in order")] = "auto"
     bio_min_events: Annotated[int, Meta(ge=1, description="fewest block requests in a window for a P99")] = 20
     bpf_dir: Annotated[
@@ -200,6 +204,7 @@ def _check(settings: CollectorSettings) -> Sequence[Problem]:
         guard.rules.rules()
     except ConfigError as exc:
         out.append(Problem("guard.rules", str(exc)))
+    out += settings.metrics_web.problems("metricsWeb")
     return out
 
 

@@ -24,6 +24,9 @@ Example (every key optional; these are the defaults)::
     bodyTimeoutSeconds: 30      # a body (or a reply the peer does not read) without progress
     requestTimeoutSeconds: 60   # first byte to last byte of one request
     idleTimeoutSeconds: 120     # keep-alive wait for the next request (above Go's 90 s idle timeout)
+    web:                        # TLS and basic auth of the port (mco_py/config/web.py); none by default
+      tls: {certFile: "", keyFile: "", clientAuthType: NoClientCert, clientCaFile: "", minVersion: TLS12}
+      basicAuthUsers: {}
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from msgspec import Meta
 
 from mco_py.analysis.policy import PolicySettings
 from mco_py.config.loader import Problem, Section, Spec
+from mco_py.config.web import WebSettings
 from mco_py.errors import ConfigError
 from mco_py.model import SIGNAL_NAMES
 from mco_py.obs.http_app import Limits
@@ -120,6 +124,7 @@ class ExtenderSettings(Section, frozen=True):
     idle_timeout_seconds: Annotated[
         float, Meta(gt=0, description="keep-alive wait for the next request (above Go's 90 s idle timeout)")
     ] = _LIMITS.idle_timeout
+    web: WebSettings = msgspec.field(default_factory=WebSettings)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -201,6 +206,7 @@ def _check(settings: ExtenderSettings) -> Sequence[Problem]:
                 "(optionally with the suffix 'Threshold')",
             )
         )
+    out += settings.web.problems("web")
     return out
 
 

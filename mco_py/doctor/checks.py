@@ -54,6 +54,8 @@ class PartView:
     metrics: str | None = None
     """``/metrics`` text; None when it did not answer."""
     metrics_error: str = ""
+    metrics_protected: str = ""
+    """Why ``/metrics`` was not read although the port asks for credentials (client certificate, basic auth)."""
     ready: tuple[int, str] | None = None
     """Extender: (HTTP status, body) of ``/readyz``; None when it did not answer."""
     settings: Mapping[str, object] = field(default_factory=dict)
@@ -156,7 +158,14 @@ def _process_checks(view: PartView, samples: Samples | None) -> Iterator[Check]:
         )
     else:
         yield Check(f"{part} port", Verdict.FAIL, f"nothing listens on {view.port}/tcp", then)
-    if view.metrics is None:
+    if view.metrics_protected:
+        yield Check(
+            f"{part} metrics",
+            Verdict.WARN,
+            f"/metrics on port {view.port} not read: {view.metrics_protected}",
+            "scrape it with Prometheus' credentials (docs/security.md#https-and-basic-auth-on-the-http-ports)",
+        )
+    elif view.metrics is None:
         error = view.metrics_error or "no answer"
         yield Check(f"{part} metrics", Verdict.FAIL, f"/metrics on port {view.port} does not answer: {error}", then)
     elif samples is None:

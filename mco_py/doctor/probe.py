@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ import psutil
 
 from mco_py.config import analyzer, collector, extender
 from mco_py.config.loader import Loaded, Spec, load, read_document
+from mco_py.config.web import WebSettings
 from mco_py.doctor.checks import PartView
 from mco_py.errors import ConfigError
 
@@ -47,12 +49,36 @@ def address_of(part: str, settings: Any) -> tuple[str, int]:
     return host, port
 
 
-def http_get(host: str, port: int, path: str, timeout: float) -> tuple[int, str]:
-    """(status, body) of ``GET http://host:port/path``, straight to the part (no proxy, no
+def web_of(part: str, settings: Any) -> WebSettings:
+    """The TLS and basic auth settings of the part's HTTP port."""
+    web: WebSettings = settings.web if part == "extender" else settings.metrics_web
+    return web
+
+
+def client_context(web: WebSettings) -> ssl.SSLContext | None:
+    """How mco doctor reaches a TLS port on its own host: trusting the part's own certificate (the
+    file it serves), no name check (it dials loopback); None for plain HTTP."""
+    if web.tls.cert_file is None:
+        return None
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    context.load_verify_locations(cafile=str(web.tls.cert_file))
+    return context
+
+
+def http_get(
+    host: str, port: int, path: str, timeout: float, *, context: ssl.SSLContext | None = None
+) -> tuple[int, str]:
+    """(status, body) of ``GET http(s)://host:port/path``, straight to the part (no proxy, no
     redirect), at most MAX_BODY bytes within ``timeout`` seconds in all. Raises OSError when
     nobody answers in time or the answer is not HTTP."""
     deadline = time.monotonic() + timeout
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    conn: http.client.HTTPConnection
+    if context is not None:
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("GET", path)
         response = conn.getresponse()
@@ -138,18 +164,27 @@ def probe_part(part: str, path: Path, settings: Any, *, timeout: float) -> PartV
     proc = owner if own and isinstance(owner, psutil.Process) else find_process(part, path)
     metrics: str | None = None
     error = ""
-    try:
-        status, body = http_get(host, port, "/metrics", timeout)
-        if status == 200:
-            metrics = body
-        else:
-            error = f"HTTP {status}"
-    except OSError as exc:
-        error = str(exc)
-    ready = None
-    if part == "extender":
+    web = web_of(part, settings)
+    protected = ""
+    context: ssl.SSLContext | None = None
+    if web.tls.client_auth_type == "RequireAndVerifyClientCert":
+        protected = "it asks for a client certificate (clientAuthType RequireAndVerifyClientCert), mco doctor has none"
+    else:
         try:
-            ready = http_get(host, port, "/readyz", timeout)
+            context = client_context(web)
+            status, body = http_get(host, port, "/metrics", timeout, context=context)
+            if status == 200:
+                metrics = body
+            elif status == 401 and web.basic_auth_users:
+                protected = "it asks for basic auth (basicAuthUsers), mco doctor has no password"
+            else:
+                error = f"HTTP {status}"
+        except OSError as exc:  # ssl.SSLError too
+            error = str(exc)
+    ready = None
+    if part == "extender" and not protected:
+        try:
+            ready = http_get(host, port, "/readyz", timeout, context=context)
         except OSError:
             ready = None
     return PartView(
@@ -161,6 +196,7 @@ def probe_part(part: str, path: Path, settings: Any, *, timeout: float) -> PartV
         port_owner_hidden=owner == HIDDEN_OWNER,
         metrics=metrics,
         metrics_error=error,
+        metrics_protected=protected,
         ready=ready,
         settings=settings_of(part, settings),
     )

@@ -46,6 +46,11 @@ def run(args: argparse.Namespace) -> int:
     if cfg is None:
         return 2
     host, port = cfg.address
+    try:
+        security = cfg.web.security("web")
+    except ConfigError as exc:
+        print(f"mco extender: {exc}", file=sys.stderr)
+        return 2
 
     labels: NodeLabelCache | NoLabels
     source: FileReportSource | WatchReportSource
@@ -92,8 +97,16 @@ def run(args: argparse.Namespace) -> int:
                 "volcanoVersion": cfg.volcano_reply,
                 "mallocTuned": tuning.malloc_tuned,
                 "heapTrim": tuning.trim is not None,
+                "scheme": security.scheme,
             },
         )
+        if security.insecure:
+            log.warning(
+                "extender port is INSECURE: plain HTTP, no authentication; set web.tls and/or web.basicAuthUsers "
+                "(docs/security.md) where the schedulers can present credentials"
+            )
+        else:
+            log.info("extender port: %s", security.describe())
 
     tuning = process.tune("extender")
     try:
@@ -102,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
             limits=cfg.limits,
             trim_heap=tuning.trim,
             on_guard=app.metrics.watch_connections,
+            security=security,
         )
         serve_forever(app, host, port, options, on_listening=_listening, use_uvloop=not args.no_uvloop)
     except OSError as exc:

@@ -123,7 +123,8 @@ class _ConnectionCollector(Collector):
             "mco_extender_connections_closed",
             "Connections the server closed, by reason (header-timeout, body-timeout, request-timeout, "
             "idle-timeout, evicted: the longest-idle one, to admit a new connection at maxConnections, "
-            "unread-replies: pipelined requests whose replies the peer does not read)",
+            "unread-replies: pipelined requests whose replies the peer does not read, unauthorized: answered 401, "
+            "auth-throttled: answered 429, more new credentials than the bcrypt budget)",
             labels=["reason"],
         )
         for reason in CLOSE_REASONS:
@@ -132,7 +133,16 @@ class _ConnectionCollector(Collector):
 
 
 #: Why the server closes a connection (label values of mco_extender_connections_closed_total).
-CLOSE_REASONS = ("header-timeout", "body-timeout", "request-timeout", "idle-timeout", "evicted", "unread-replies")
+CLOSE_REASONS = (
+    "header-timeout",
+    "body-timeout",
+    "request-timeout",
+    "idle-timeout",
+    "evicted",
+    "unread-replies",
+    "unauthorized",
+    "auth-throttled",
+)
 
 
 class ConnectionStats(Protocol):

@@ -23,6 +23,11 @@ protocol): the parser copies what it keeps before the next read, so the loop
 allocates and copies no ``bytes`` object per read, and idle keep-alive
 connections hold no read buffer.
 
+TLS and basic auth are optional (:class:`ServerOptions.security`, :mod:`mco_py.obs.http_security`):
+the loop's TLS layer with the handshake bounded by the head's deadline; a request without valid
+credentials is answered 401 (429 past the bcrypt budget) and its connection closed, its body
+dropped as it arrives and the app never called.
+
 Memory does not creep under load (docs/benchmarks.md, "Extender", "Memory soak"): a closed
 connection frees its parser at once (no reference cycle left for the cyclic
 GC), and :class:`HeapTrimmer` hands the C heap's free pages back to the OS
@@ -44,13 +49,15 @@ import httptools
 
 from mco_py.obs.http_app import App, Limits, Request, Response
 from mco_py.obs.http_guard import REFUSED_REPLY, ConnectionGuard
+from mco_py.obs.http_security import BasicAuth, Verdict, WebSecurity
 from mco_py.obs.process import HeapTrimmer
 
 log = logging.getLogger(__name__)
 
 
-_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
-            413: b"Payload Too Large", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
+_REASONS = {200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found",
+            405: b"Method Not Allowed", 413: b"Payload Too Large", 429: b"Too Many Requests",
+            431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
             503: b"Service Unavailable"}  # fmt: skip
 _SMALL_REPLY = 64 * 1024
 
@@ -96,6 +103,21 @@ def _target_of(url: bytes) -> tuple[str, str]:
         if len(_TARGETS) < 1024:
             _TARGETS[url] = target
     return target
+
+
+def _auth_reply(verdict: Verdict) -> bytes:
+    if verdict is Verdict.THROTTLED:
+        text, extra = b"too many new credentials to check; try again in a second\n", b"Retry-After: 1\r\n"
+    else:
+        text, extra = (
+            b"unauthorized: send the user and password of basic auth\n",
+            b'WWW-Authenticate: Basic realm="mco"\r\n',
+        )
+    return _head(verdict.value, "text/plain; charset=utf-8", len(text), False)[:-2] + extra + b"\r\n" + text
+
+
+_AUTH_REPLIES = {verdict: _auth_reply(verdict) for verdict in (Verdict.DENIED, Verdict.THROTTLED)}
+_AUTH_CLOSE_REASONS = {Verdict.DENIED: "unauthorized", Verdict.THROTTLED: "auth-throttled"}
 
 
 _MAX_UNREAD_REPLIES = 4 * 1024 * 1024
@@ -171,8 +193,10 @@ class _Connection(asyncio.BufferedProtocol):
         outbox: Outbox | None = None,
         *,
         trimmer: HeapTrimmer | None = None,
+        auth: BasicAuth | None = None,
     ) -> None:
         self._app = app
+        self._auth = auth
         self._read_view = (read_buffer or ReadBuffer(64 * 1024)).view
         self._outbox = outbox
         self._trimmer = trimmer
@@ -206,6 +230,8 @@ class _Connection(asyncio.BufferedProtocol):
         self._filled = 0
         self._too_large = False
         self._headers_done = False
+        self._authorization = b""
+        self._verdict = Verdict.ALLOWED
 
     def overdue_reason(self) -> str:
         """Why the deadline passed (the counter label of :attr:`ConnectionGuard.closed`)."""
@@ -308,6 +334,12 @@ class _Connection(asyncio.BufferedProtocol):
         self._parser = None  # nothing more is read from this connection
         self._send(transport, _head(status, "text/plain; charset=utf-8", len(text), False), text, close=True)
 
+    def _refuse(self, transport: asyncio.Transport, verdict: Verdict) -> None:
+        """Answer a request without valid credentials and close the connection (counted, not logged)."""
+        self._parser = None
+        self._guard.closed[_AUTH_CLOSE_REASONS[verdict]] = self._guard.closed.get(_AUTH_CLOSE_REASONS[verdict], 0) + 1
+        self._send(transport, _AUTH_REPLIES[verdict], b"", close=True)
+
     def _send(self, transport: asyncio.Transport, head: bytes, payload: bytes, *, close: bool) -> None:
         if self._outbox is not None:
             self._outbox.put(transport, head, payload, close)
@@ -347,12 +379,19 @@ class _Connection(asyncio.BufferedProtocol):
             self._accept = value.decode("latin-1")
         elif size == 15 and name.lower() == b"accept-encoding":
             self._accept_encoding = value.decode("latin-1")
+        elif size == 13 and self._auth is not None and name.lower() == b"authorization":
+            self._authorization = value
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
         self.deadline = min(self._guard.clock() + self._limits.body_timeout, self._request_deadline)
         if self._content_length > self._max_body:
             self._too_large = True
+        if self._auth is not None:
+            self._verdict = self._auth.check(self._authorization)
+            if self._verdict is not Verdict.ALLOWED:
+                self._too_large = True  # a stranger's body is dropped as it arrives, never buffered
+                return  # and not invited with 100 Continue
         if self._expect_continue and self._transport is not None:
             # Go does not send it; curl does for bodies over 1 MiB and waits ~1 s otherwise.
             self._send(self._transport, b"HTTP/1.1 100 Continue\r\n\r\n", b"", close=False)
@@ -383,6 +422,9 @@ class _Connection(asyncio.BufferedProtocol):
         transport = self._transport
         parser = self._parser
         if transport is None or parser is None or transport.is_closing():
+            return
+        if self._verdict is not Verdict.ALLOWED:
+            self._refuse(transport, self._verdict)
             return
         unread = self._unread_replies(transport)
         if unread > _MAX_UNREAD_REPLIES:
@@ -441,6 +483,8 @@ class ServerOptions:
     trim_delay: float = 10.0
     on_guard: Callable[[ConnectionGuard], object] | None = None
     """Handed the :class:`ConnectionGuard` before the first connection (to export its counts)."""
+    security: WebSecurity = field(default_factory=WebSecurity)
+    """TLS and basic auth (:mod:`mco_py.obs.http_security`); none by default."""
 
 
 @dataclass
@@ -487,13 +531,23 @@ async def create_server(
         opts.on_guard(guard)
     trimmer = HeapTrimmer(loop, opts.trim_heap, delay=opts.trim_delay) if opts.trim_heap is not None else None
 
-    def protocol() -> _Connection:
-        return _Connection(app, opts.max_body, guard, read_buffer, outbox, trimmer=trimmer)
+    tls = opts.security.tls
+    auth = opts.security.auth
 
+    def protocol() -> _Connection:
+        if tls is not None:
+            tls.refresh()  # a renewed certificate is served from the next connection on
+        return _Connection(app, opts.max_body, guard, read_buffer, outbox, trimmer=trimmer, auth=auth)
+
+    # A TLS handshake happens before the connection is handed over (and counted by the guard):
+    # it gets the head's deadline.
+    tls_args: dict[str, Any] = (
+        {"ssl": tls.context, "ssl_handshake_timeout": opts.limits.header_timeout} if tls is not None else {}
+    )
     if sock is not None:
-        server = await loop.create_server(protocol, sock=sock, backlog=1024)
+        server = await loop.create_server(protocol, sock=sock, backlog=1024, **tls_args)
     else:
-        server = await loop.create_server(protocol, host, port, backlog=1024, reuse_port=reuse_port or None)
+        server = await loop.create_server(protocol, host, port, backlog=1024, reuse_port=reuse_port or None, **tls_args)
     bound = server.sockets[0].getsockname()[1]
     return server, int(bound), guard
 

@@ -23,6 +23,7 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from mco_py.obs.http import RunningServer, ServerOptions, start_in_thread
 from mco_py.obs.http_app import Limits, Request, Response
+from mco_py.obs.http_security import WebSecurity
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +71,18 @@ def serve_metrics(
     host: str = "0.0.0.0",  # noqa: S104 - Prometheus scrapes from other hosts
     port: int = 0,
     limits: Limits = METRICS_LIMITS,
+    security: WebSecurity | None = None,
 ) -> RunningServer:
     """Serve ``registry`` on ``/metrics`` from a daemon thread; ``.port`` is the bound port, ``.stop()`` ends it.
 
     The socket is bound as one (``host`` "" or "0.0.0.0": IPv4 any; "::": IPv6 and, where the
-    system allows, IPv4), not one per address family as asyncio would.
+    system allows, IPv4), not one per address family as asyncio would. ``security``: TLS and
+    basic auth (none by default).
     """
     family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     sock = socket.create_server((host, port), family=family, backlog=128)
     try:
-        options = ServerOptions(max_body=0, limits=limits)
+        options = ServerOptions(max_body=0, limits=limits, security=security or WebSecurity())
         return start_in_thread(MetricsApp(registry), options=options, sock=sock, name="metrics-http")
     except BaseException:
         sock.close()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
+import bcrypt
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,6 +31,7 @@ from mco_py.collector.main import CollectorDaemon
 from mco_py.collector.sampler import Sampler, open_sources
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus, Total
 from mco_py.config.collector import CollectorSettings
+from mco_py.config.web import WebSettings
 from tests.config.settings import collector_settings
 
 
@@ -278,3 +283,36 @@ def test_daemon_serves_plain_and_openmetrics_scrapes(host_tree: Path) -> None:
         assert b"\nprocess_resident_memory_bytes " in body
         assert b'\nmco_build_info{component="collector",' in body
     assert b"mco_node_psi_io_some_avg10_raw" in bodies[""]
+
+
+def test_the_collectors_metrics_ask_for_basic_auth_when_set_and_say_insecure_otherwise(
+    host_tree: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    plain = fixture_settings(host_tree, interval_s=0.5)
+    hashed = bcrypt.hashpw(b"scrape-pw", bcrypt.gensalt(rounds=4)).decode()
+    secured = msgspec.structs.replace(plain, metrics_web=WebSettings(basic_auth_users={"prometheus": hashed}))
+    statuses = {}
+    for name, settings_ in (("plain", plain), ("secured", secured)):
+        sampler = Sampler(open_sources(settings_), node=settings_.node_name)
+        daemon = CollectorDaemon(settings_, sampler, registry=CollectorRegistry())
+        try:
+            with caplog.at_level(logging.INFO, logger="mco_py.collector.main"):
+                daemon.start()
+            url = f"http://127.0.0.1:{daemon.port}/metrics"
+            try:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    statuses[name] = [response.status]
+            except urllib.error.HTTPError as exc:
+                statuses[name] = [exc.code]
+            request = urllib.request.Request(url, headers={"Authorization": "Basic cHJvbWV0aGV1czpzY3JhcGUtcHc="})
+            with urllib.request.urlopen(request, timeout=10) as response:  # prometheus:scrape-pw
+                statuses[name].append(response.status)
+        finally:
+            daemon.close()
+            sampler.close()
+    assert statuses == {"plain": [200, 200], "secured": [401, 200]}
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.getMessage().startswith("metrics on")]
+    assert said[0][0] == logging.WARNING
+    assert said[0][1].endswith("(http: INSECURE: plain HTTP, no authentication)")
+    assert said[1][0] == logging.INFO
+    assert said[1][1].endswith("(http: plain HTTP (passwords travel in clear text), basic auth)")

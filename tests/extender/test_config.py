@@ -155,6 +155,7 @@ def test_the_ansible_template_renders_a_valid_config(mode):
         mco_scheduler_extender_mode=mode,
         mco_scheduler_extender_report_file="/var/lib/mco/report.json",
         mco_scheduler_extender_kubeconfig="/etc/mco/extender.kubeconfig",
+        __mco_scheduler_extender_tls={},  # vars/main.yml's, without mco_pki's files (tests/roles/test_web_settings.py)
     )
     rendered = env.from_string(template.read_text()).render(**values)
     loaded = load(SPEC, document=parse_document(rendered, "rendered extender.yaml"), source="rendered extender.yaml")
