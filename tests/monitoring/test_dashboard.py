@@ -208,8 +208,8 @@ def _answer(prometheus: Prometheus, expr: str) -> list[dict[str, Any]]:
 COLLECTOR_METRICS = ("mco_node_psi_",)
 
 
-#: a collector signal next to the analyzer's level of the same node
-JOIN = 'mco_node_psi_io_some_avg10_raw * on (node) group_left () (0 * mco_node_interference_level{dimension=""})'
+#: a collector signal next to the analyzer's level of the same node (docs/operations.md#scraping)
+JOIN = 'mco_node_psi_io_some_avg10_raw * on (node) group_left () mco_node_interference_level{dimension=""}'
 
 
 def test_the_node_filter_selects_collector_series(tmp_path: Path) -> None:
