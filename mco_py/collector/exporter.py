@@ -27,27 +27,31 @@ from mco_py.obs.runtime import RuntimeMetrics
 
 _go_float = cast(Callable[[float], str], floatToGoString)
 
-#: signal key -> (node metric, device metric or "", help)
-SIGNAL_METRICS: dict[str, tuple[str, str, str]] = {
-    "llcMissRate": ("mco_node_cache_miss_rate", "", "LLC misses / references over the interval (perf counters)"),
+#: signal key -> (node metric, device metric or "", help, factor from the signal's unit to the metric's):
+#: the report keeps milliseconds (``bioLatencyP99Ms``, the CRD's field), /metrics the base unit, seconds
+SIGNAL_METRICS: dict[str, tuple[str, str, str, float]] = {
+    "llcMissRate": ("mco_node_cache_miss_rate", "", "LLC misses / references over the interval (perf counters)", 1.0),
     "bioLatencyP99Ms": (
-        "mco_node_bio_latency_p99_ms_raw",
-        "mco_device_bio_latency_p99_ms_raw",
-        "P99 block request latency over the interval, milliseconds",
+        "mco_node_bio_latency_p99_seconds",
+        "mco_device_bio_latency_p99_seconds",
+        "P99 block request latency over the interval, seconds",
+        1e-3,
     ),
     "bioLatencyAvgMs": (
-        "mco_node_bio_latency_avg_ms_raw",
-        "mco_device_bio_latency_avg_ms_raw",
-        "AVERAGE block request latency over the interval from /proc/diskstats (not a percentile), milliseconds",
+        "mco_node_bio_latency_avg_seconds",
+        "mco_device_bio_latency_avg_seconds",
+        "AVERAGE block request latency over the interval from /proc/diskstats (not a percentile), seconds",
+        1e-3,
     ),
-    "bioRequests": ("mco_node_bio_requests_raw", "", "Block requests completed in the interval"),
-    "cpuStealPercent": ("mco_node_cpu_steal_percent_raw", "", "CPU steal time over the interval, percent"),
-    "oomKills": ("mco_node_oom_kills_raw", "", "OOM kills in the interval (/proc/vmstat oom_kill delta)"),
-    "llcOccupancyBytes": ("mco_node_llc_occupancy_bytes", "", "LLC occupancy (resctrl CMT), bytes"),
+    "bioRequests": ("mco_node_bio_requests_raw", "", "Block requests completed in the interval", 1.0),
+    "cpuStealPercent": ("mco_node_cpu_steal_percent_raw", "", "CPU steal time over the interval, percent", 1.0),
+    "oomKills": ("mco_node_oom_kills_raw", "", "OOM kills in the interval (/proc/vmstat oom_kill delta)", 1.0),
+    "llcOccupancyBytes": ("mco_node_llc_occupancy_bytes", "", "LLC occupancy (resctrl CMT), bytes", 1.0),
     "memBandwidthBytesPerSecond": (
         "mco_node_memory_bandwidth_bytes_per_second",
         "",
         "Memory bandwidth (resctrl MBM total), bytes per second",
+        1.0,
     ),
 }
 for _c in CLASSES:
@@ -56,12 +60,18 @@ for _c in CLASSES:
             f"mco_workload_psi_{_c}_{_r}_some_rate",
             "",
             f"PSI {_r} some of the worst {_c} cgroup: stall share of the interval, percent",
+            1.0,
         )
 for _r in psi.RESOURCES:
     for _k in ("some", "full"):
         for _w in (*psi.WINDOWS, "rate"):
             what = f"PSI {_r} {_k} {_w}" + (" (stall share of the interval from total= deltas)" if _w == "rate" else "")
-            SIGNAL_METRICS[psi.signal_name(_r, _k, _w)] = (f"mco_node_psi_{_r}_{_k}_{_w}_raw", "", f"{what}, percent")
+            SIGNAL_METRICS[psi.signal_name(_r, _k, _w)] = (
+                f"mco_node_psi_{_r}_{_k}_{_w}_raw",
+                "",
+                f"{what}, percent",
+                1.0,
+            )
 
 #: running-count key -> (counter name without ``_total``, help); base units, node_exporter style
 TOTAL_METRICS: dict[str, tuple[str, str]] = {
@@ -116,18 +126,17 @@ def signal_families(sample: NodeSample) -> list[Family]:
         spec = SIGNAL_METRICS.get(reading.name)
         if spec is None or reading.value is None:
             continue
-        node_metric, device_metric, help_text = spec
+        node_metric, device_metric, help_text, factor = spec
+        value = reading.value * factor
         if reading.device:
             if device_metric:
-                family(device_metric, help_text + " (per device)", ("device",)).rows.append(
-                    ((reading.device,), reading.value)
-                )
+                family(device_metric, help_text + " (per device)", ("device",)).rows.append(((reading.device,), value))
             if reading.name == "bioLatencyP99Ms" and reading.events is not None:
                 family(
                     "mco_device_bio_requests_raw", "Block requests in the interval (per device)", ("device",)
                 ).rows.append(((reading.device,), float(reading.events)))
             continue
-        family(node_metric, help_text, ()).rows.append(((), reading.value))
+        family(node_metric, help_text, ()).rows.append(((), value))
     return list(families.values())
 
 

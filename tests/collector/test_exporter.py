@@ -92,7 +92,7 @@ def test_running_collector_exports_fixture_values(host_tree: Path) -> None:
     # No PMU in the fixture host -> no series at all, and the absence is labelled.
     assert "mco_node_cache_miss_rate" not in names(series)
     assert series[("mco_collector_signal_absent", (("kind", "unsupported"), ("signal", "llcMissRate")))] == 1.0
-    assert "mco_node_bio_latency_p99_ms_raw" not in names(series)
+    assert "mco_node_bio_latency_p99_seconds" not in names(series)
     assert series[("mco_collector_backend_info", (("backend", "diskstats-average"), ("signal", "bio")))] == 1.0
     assert series[("mco_collector_backend_info", (("backend", "procfs"), ("signal", "psi")))] == 1.0
     assert series[("mco_collector_sample_duration_seconds_count", ())] >= 2
@@ -122,8 +122,8 @@ def test_series_follow_presence() -> None:
         backends={"bio": "libbpf"},
     )
     metrics.samples.update(present)
-    assert registry.get_sample_value("mco_node_bio_latency_p99_ms_raw") == 1.5
-    assert registry.get_sample_value("mco_device_bio_latency_p99_ms_raw", {"device": "vda"}) == 2.5
+    assert registry.get_sample_value("mco_node_bio_latency_p99_seconds") == 0.0015  # 1.5 ms
+    assert registry.get_sample_value("mco_device_bio_latency_p99_seconds", {"device": "vda"}) == 0.0025
     assert registry.get_sample_value("mco_device_bio_requests_raw", {"device": "vda"}) == 200
     assert registry.get_sample_value("mco_node_cache_miss_rate") == 0.25
     assert registry.get_sample_value("mco_collector_samples_dropped_total", {"analyzer": "a:9876"}) == 2
@@ -139,8 +139,8 @@ def test_series_follow_presence() -> None:
         backends={"bio": "libbpf"},
     )
     metrics.samples.update(absent)
-    assert registry.get_sample_value("mco_node_bio_latency_p99_ms_raw") is None
-    assert registry.get_sample_value("mco_device_bio_latency_p99_ms_raw", {"device": "vda"}) is None
+    assert registry.get_sample_value("mco_node_bio_latency_p99_seconds") is None
+    assert registry.get_sample_value("mco_device_bio_latency_p99_seconds", {"device": "vda"}) is None
     assert registry.get_sample_value("mco_node_cache_miss_rate") is None
     assert (
         registry.get_sample_value(

@@ -22,10 +22,11 @@ from xml.etree import ElementTree
 import pytest
 import yaml
 
+from tests import waiting
 from tests.cluster.cluster import free_port
 from tests.extender import bodies
 from tests.mco_host import ROOT, Host, running_host
-from tests.roles.helpers import load_module
+from tests.roles.helpers import load_module, render_with_inventory
 
 DASHBOARD = ROOT / "roles" / "mco_crds" / "files" / "grafana-dashboard.json"
 DRAW = load_module("scripts/render_dashboard.py", "render_dashboard")
@@ -37,28 +38,83 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def queries() -> list[tuple[str, str]]:
-    """(panel title, PromQL) of every target, Grafana's variables filled in."""
+def queries(node: str = VARIABLES["$node"]) -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every target, Grafana's variables filled in (``$node``: ``node``)."""
     out = []
     for panel in json.loads(DASHBOARD.read_text())["panels"]:
         for target in panel["targets"]:
             expr = target["expr"]
-            for name, value in VARIABLES.items():
+            for name, value in {**VARIABLES, "$node": node}.items():
                 expr = expr.replace(name, value)
             out.append((panel["title"], expr))
     return out
 
 
+#: What the Prometheus Operator adds to every ServiceMonitor's scrape config (role endpointslice):
+#: an endpoint naming its Node gives the target label node, one naming its Pod the label pod.
+OPERATOR_RELABELING = [
+    {
+        "source_labels": [
+            "__meta_kubernetes_endpointslice_address_target_kind",
+            "__meta_kubernetes_endpointslice_address_target_name",
+        ],
+        "separator": ";",
+        "regex": f"{kind};(.*)",
+        "replacement": "${1}",
+        "target_label": label,
+    }
+    for kind, label in (("Node", "node"), ("Pod", "pod"))
+]
+#: The Services' names -> which part answers behind them (tests.mco_host's ports)
+PARTS = {"mco-collector": "collector", "mco-analyzer": "analyzer", "mco-scheduler-extender": "extender"}
+#: ServiceMonitor port names (roles/mco_crds/templates/servicemonitors.yaml.j2)
+SCRAPED_PORTS = {"mco-collector": "metrics", "mco-analyzer": "metrics", "mco-scheduler-extender": "http"}
+
+
+def scrape_configs(workdir: Path, host: Host, node: str = "node-1") -> list[dict[str, Any]]:
+    """One job per Service, its targets from the EndpointSlices mco_crds renders for this host (the
+    collector's node is ``node``), each with the meta labels Prometheus's endpointslice discovery
+    gives it and the operator's relabeling: the targets Prometheus gets from the ServiceMonitors."""
+    inventory = {
+        "all": {
+            "vars": {
+                "mco_collector_metrics_port": host.ports["collector"],
+                "mco_analyzer_metrics_port": host.ports["analyzer"],
+                "mco_scheduler_extender_port": host.ports["extender"],
+            },
+            "children": {
+                "mco_control": {"hosts": {"ctl-1": {"ansible_host": "127.0.0.1"}}},
+                "mco_nodes": {"hosts": {"wk-1": {"ansible_host": "127.0.0.1", "mco_node_name": node}}},
+            },
+        }
+    }
+    text = render_with_inventory("mco_crds", "services.yaml.j2", workdir / "services.yaml", inventory)
+    slices = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "EndpointSlice"]
+    jobs = []
+    for service, port_name in SCRAPED_PORTS.items():
+        groups = []
+        for es in slices:
+            if es["metadata"]["labels"]["kubernetes.io/service-name"] != service:
+                continue
+            port = next(p["port"] for p in es["ports"] if p["name"] == port_name)
+            for endpoint in es["endpoints"]:
+                labels = {}
+                if "targetRef" in endpoint:
+                    labels["__meta_kubernetes_endpointslice_address_target_kind"] = endpoint["targetRef"]["kind"]
+                    labels["__meta_kubernetes_endpointslice_address_target_name"] = endpoint["targetRef"]["name"]
+                host_port = f"[{endpoint['addresses'][0]}]" if es["addressType"] == "IPv6" else endpoint["addresses"][0]
+                groups.append({"targets": [f"{host_port}:{port}"], "labels": labels})
+        assert groups, f"no EndpointSlice endpoint for {service}: {text}"
+        jobs.append({"job_name": service, "static_configs": groups, "relabel_configs": OPERATOR_RELABELING})
+    return jobs
+
+
 class Prometheus:
     def __init__(self, workdir: Path, host: Host) -> None:
         self.port = free_port()
-        jobs = {"mco-collector": "collector", "mco-analyzer": "analyzer", "mco-scheduler-extender": "extender"}
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{host.ports[part]}"]}]}
-                for job, part in jobs.items()
-            ],
+            "scrape_configs": scrape_configs(workdir, host),
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         with (workdir / "prometheus.log").open("wb") as log:
@@ -137,6 +193,52 @@ def test_every_panel_query_returns_data(scraped: tuple[Host, Prometheus], tmp_pa
     assert all(p.series for p in panels), [p.title for p in panels if not p.series]
     svg = ElementTree.fromstring(DRAW.render(panels, caption="test"))
     assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) >= len(panels)
+
+
+def _answer(prometheus: Prometheus, expr: str) -> list[dict[str, Any]]:
+    """The query's result; none while Prometheus is still starting."""
+    try:
+        return prometheus.query(expr)
+    except OSError:
+        return []
+
+
+#: Collector series the node filter must select on the fixture host (frozen: no block I/O to time;
+#: the block latency panel's filter is exercised by test_every_panel_query_returns_data)
+COLLECTOR_METRICS = ("mco_node_psi_",)
+
+
+#: a collector signal next to the analyzer's level of the same node (docs/operations.md#scraping)
+JOIN = 'mco_node_psi_io_some_avg10_raw * on (node) group_left () mco_node_interference_level{dimension=""}'
+
+
+def test_the_node_filter_selects_collector_series(tmp_path: Path) -> None:
+    """The collector's series carry the node label the ServiceMonitor's targets get from mco_crds'
+    EndpointSlices, so the dashboard's node filter selects them and they join the analyzer's."""
+    with running_host(tmp_path) as host:  # the collector on the fixture host tree, node "node-1"
+        prometheus = Prometheus(tmp_path, host)
+        try:
+            collector = [(t, q) for t, q in queries("node-1") if any(m in q for m in COLLECTOR_METRICS)]
+            assert len(collector) == 3, "the PSI panel's three queries filter by node"
+            waiting.wait_until(
+                lambda: all(_answer(prometheus, q) for _, q in collector), "collector panels for node-1", 60.0, 0.5
+            )
+            for title, expr in collector:
+                assert {r["metric"].get("node") for r in prometheus.query(expr)} == {"node-1"}, (title, expr)
+            for title, expr in [(t, q) for t, q in queries("node-2") if any(m in q for m in COLLECTOR_METRICS)]:
+                assert prometheus.query(expr) == [], (title, expr)
+            # a collector signal next to the analyzer's level for the same node (the report's node name)
+            joined = waiting.wait_until(
+                lambda: _answer(prometheus, JOIN),
+                "collector and analyzer series joined on node",
+                60.0,
+                0.5,
+            )
+            assert [r["metric"]["node"] for r in joined] == ["node-1"]
+            # the analyzer's own node label is kept as it is (its target names no Node)
+            assert prometheus.query('{job="mco-analyzer", exported_node!=""}') == []
+        finally:
+            prometheus.close()
 
 
 def test_the_drawing_of_the_dashboard() -> None:

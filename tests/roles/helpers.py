@@ -91,3 +91,43 @@ def render_template(role: str, template: str, dest: Path, variables: dict[str, o
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return dest.read_text()
+
+
+def render_with_inventory(role: str, template: str, dest: Path, inventory: dict[str, Any]) -> str:
+    """``role``'s template rendered by ``ansible-playbook`` on the first host of ``inventory`` (a YAML
+    inventory as a dict: groups and hostvars, as the controller sees them) with the role's defaults
+    and vars: for templates that read ``groups`` and ``hostvars``."""
+    role_dir = REPO / "roles" / role
+    # the role's defaults as the weakest variables (under the inventory's), its vars/main.yml above them
+    defaults = yaml.safe_load((role_dir / "defaults/main.yml").read_text())
+    top = inventory["all"]
+    inv = dest.with_suffix(".inventory.json")
+    inv.write_text(json.dumps({"all": {**top, "vars": {**defaults, **top.get("vars", {})}}}))
+    play = dest.with_suffix(".play.yml")
+    vars_files = [str(role_dir / "vars/main.yml")] if (role_dir / "vars/main.yml").exists() else []
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "all[0]",
+                    "gather_facts": False,
+                    "vars_files": vars_files,
+                    "tasks": [
+                        {
+                            "ansible.builtin.copy": {
+                                "content": "{{ lookup('ansible.builtin.template', '%s') }}"
+                                % (role_dir / "templates" / template),
+                                "dest": str(dest),
+                                "mode": "0644",
+                            },
+                            "delegate_to": "localhost",
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    python = f"ansible_python_interpreter={sys.executable}"
+    proc = run([str(BIN / "ansible-playbook"), "-i", str(inv), "-c", "local", "-e", python, str(play)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return dest.read_text()
