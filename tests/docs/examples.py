@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import os
 import re
 import subprocess
@@ -155,6 +156,26 @@ def _report_standalone() -> str:
         raise TimeoutError(f"the report never had node-1:\n{output}")
 
 
+def render_kube_scheduler_entry(variables: dict[str, object]) -> str:
+    """roles/mco_scheduler_extender's extender entry for the cluster's kube-scheduler, rendered by
+    Ansible's template module with the role's defaults and vars and ``variables`` over them."""
+    role = ROOT / "roles" / "mco_scheduler_extender"
+    with tempfile.TemporaryDirectory(prefix="mco-example-") as tmp:
+        dest = Path(tmp) / "kube-scheduler-extender.yaml"
+        given = {"mco_common_setup": {"config_dir": "/etc/mco"}, **variables}
+        run = subprocess.run(
+            [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "ansible.builtin.template",
+             "-a", f"src={role / 'templates' / 'kube-scheduler-extender.yaml.j2'} dest={dest}",
+             "-e", f"@{role / 'defaults' / 'main.yml'}", "-e", f"@{role / 'vars' / 'main.yml'}",
+             "-e", json.dumps(given)],
+            cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        if run.returncode != 0:
+            raise RuntimeError(f"rendering the kube-scheduler entry failed:\n{run.stdout}{run.stderr}")
+        return dest.read_text()
+
+
 #: The parts of a doctor table that change from run to run.
 _DOCTOR_PLACEHOLDERS = (
     (r"\bpid \d+ \(\S+ -m mco_py\.cli ", "pid <pid> (python -m mco_py.cli "),
@@ -175,6 +196,11 @@ EXAMPLES: dict[str, Example] = {
         _report_standalone,
     ),
     "doctor-host": Example("here", _DOCTOR_PLACEHOLDERS, _doctor_host),
+    "kube-scheduler-extender": Example(
+        "here",
+        (),
+        lambda: render_kube_scheduler_entry({"mco_mode": "cluster", "ansible_host": "10.0.0.11"}),
+    ),
     "doctor-cluster": Example("tests/cluster_tests/test_mco_on_real_cluster.py", _DOCTOR_PLACEHOLDERS),
 }
 
