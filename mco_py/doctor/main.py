@@ -54,6 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="check the cluster instead of this host: report, analyzer leader, Volcano's extender entry, "
         "Kata/KVM labels, each MCO identity's RBAC",
     )
+    cluster.add_argument(
+        "--kube-scheduler-config",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also check the cluster's kube-scheduler configuration file (its --config) for mco-plugin or MCO's "
+        "extender entry (reachable from the host network, ignorable, TLS); repeatable",
+    )
     cluster.add_argument("--kubeconfig", help="kubeconfig (else $KUBECONFIG, in-cluster, ~/.kube/config)")
     cluster.add_argument("--context", help="kubeconfig context")
     cluster.add_argument(
@@ -100,7 +109,9 @@ def _cluster_checks(args: argparse.Namespace, progress: Callable[[str], None]) -
         api = load_api_client(args.kubeconfig, context=args.context)
     except MCOError as exc:
         return [Check("kubeconfig", Verdict.FAIL, str(exc), "pass --kubeconfig, or set $KUBECONFIG")]
-    view = probe_cluster(Api(api, timeout=args.timeout), progress=progress)
+    view = probe_cluster(
+        Api(api, timeout=args.timeout), kube_scheduler_files=args.kube_scheduler_config, progress=progress
+    )
     return judge_cluster(view, ttl=args.ttl if args.ttl is not None else _extender_ttl(args.config_dir))
 
 
