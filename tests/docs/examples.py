@@ -18,6 +18,9 @@ unlabelled or ``text`` block is marked ``<!-- figure -->`` instead (it is writte
     python -m tests.docs.examples write [NAME...]   # run the producers, rewrite their blocks
     python -m tests.docs.examples check [NAME...]   # run them, print the differences (exit 1)
 
+Without NAMEs, the examples produced here; a NAME another tier checks runs its producer here too
+when it has one (``make-schedulers``: a Go build unless cached).
+
 tests/docs/test_examples.py checks every example produced here and that every output-looking
 block is marked; the cluster tier checks ``doctor-cluster``
 (tests/cluster_tests/test_mco_on_real_cluster.py). ``MCO_DOCS_WRITE=1`` makes :func:`check`
@@ -107,6 +110,7 @@ class Example:
     placeholders: tuple[tuple[str, str], ...]
     """(regular expression, replacement) pairs applied to the output, in order."""
     produce: Callable[[], str] | None = None
+    """Runs the command (the ``write`` and ``check`` actions run it, also for an example another tier checks)."""
 
     def normalise(self, output: str) -> str:
         for pattern, replacement in self.placeholders:
@@ -176,6 +180,16 @@ def render_kube_scheduler_entry(variables: dict[str, object]) -> str:
         return dest.read_text()
 
 
+def make_schedulers_output() -> str:
+    """What ``make schedulers`` prints: scripts/build_schedulers.py --print (a Go build of both
+    schedulers unless the cache has them: run by the cluster tier, which builds them anyway)."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_schedulers.py"), "--print"],
+        cwd=ROOT, capture_output=True, text=True, timeout=3600, check=True,
+    )  # fmt: skip
+    return run.stdout
+
+
 #: The parts of a doctor table that change from run to run.
 _DOCTOR_PLACEHOLDERS = (
     (r"\bpid \d+ \(\S+ -m mco_py\.cli ", "pid <pid> (python -m mco_py.cli "),
@@ -200,6 +214,11 @@ EXAMPLES: dict[str, Example] = {
         "here",
         (),
         lambda: render_kube_scheduler_entry({"mco_mode": "cluster", "ansible_host": "10.0.0.11"}),
+    ),
+    "make-schedulers": Example(
+        "tests/cluster_tests/test_scheduler_plugins.py",
+        ((r"=\S*/scheduler-bin/[0-9a-f]+/", "=~/.cache/mco/scheduler-bin/<key>/"),),
+        make_schedulers_output,
     ),
     "doctor-cluster": Example("tests/cluster_tests/test_mco_on_real_cluster.py", _DOCTOR_PLACEHOLDERS),
 }
@@ -254,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, example in EXAMPLES.items():
             print(f"{name}\t{documented(name).where()}\t{example.produced_by}")
         return 0
-    chosen = args.names or [n for n, e in EXAMPLES.items() if e.produce is not None]
+    chosen = args.names or [n for n, e in EXAMPLES.items() if e.produced_by == "here"]
     elsewhere = [n for n in chosen if EXAMPLES[n].produce is None]
     if elsewhere:
         parser.error(f"{elsewhere} are produced by {[EXAMPLES[n].produced_by for n in elsewhere]}: "
