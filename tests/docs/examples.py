@@ -30,6 +30,7 @@ rewrite the block instead of failing (for the examples the cluster tier produces
 from __future__ import annotations
 
 import argparse
+import datetime
 import difflib
 import json
 import os
@@ -180,6 +181,23 @@ def render_kube_scheduler_entry(variables: dict[str, object]) -> str:
         return dest.read_text()
 
 
+def _analyzer_reasons() -> str:
+    """The reasons the scorer (default rules) gives a node whose CPU is pressed and whose I/O and steal
+    are raised, once it has been High for a while (raised at 2026-12-01T06:40:08Z)."""
+    from mco_py.analysis.rules import default_rules
+    from mco_py.analysis.scoring import Scorer
+    from mco_py.model import Sample
+
+    raised = datetime.datetime(2026, 12, 1, 6, 40, 8, tzinfo=datetime.UTC).timestamp()
+    first = raised - 7  # the eighth assessment above None raises it
+    scorer = Scorer(default_rules())
+    values = {"psiCpuSomeRate": 80.1, "psiIoSomeRate": 29.4, "cpuStealPercent": 7.2}
+    for second in range(12):
+        scorer.observe(Sample("worker-7", first + second, values), first + second)
+    (node,), _ = scorer.assess(first + 12)
+    return "".join(f"{reason}\n" for reason in node.reasons)
+
+
 def make_schedulers_output() -> str:
     """What ``make schedulers`` prints: scripts/build_schedulers.py --print (a Go build of both
     schedulers unless the cache has them: run by the cluster tier, which builds them anyway)."""
@@ -215,6 +233,7 @@ EXAMPLES: dict[str, Example] = {
         (),
         lambda: render_kube_scheduler_entry({"mco_mode": "cluster", "ansible_host": "10.0.0.11"}),
     ),
+    "analyzer-reasons": Example("here", (), _analyzer_reasons),
     "make-schedulers": Example(
         "tests/cluster_tests/test_scheduler_plugins.py",
         ((r"=\S*/scheduler-bin/[0-9a-f]+/", "=~/.cache/mco/scheduler-bin/<key>/"),),

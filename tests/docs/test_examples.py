@@ -12,7 +12,6 @@ from tests.docs.examples import DOCS, EXAMPLES, OUTPUT_LANGUAGES, ROOT, blocks, 
 #: Output blocks no test produces yet: (document, the start of its first line) -> what would
 #: produce it. Every other unlabelled or ``text`` block is an example or a figure; this may only shrink.
 UNCHECKED = {
-    ("docs/analyzer.md", "level High since"): "the scorer (mco_py/analysis/scoring.py) on a CPU-hog sample",
     ("docs/collector.md", "Normal  OfflineCPUThrottled"): "kubectl describe node: a guard change's Event",
 }
 
