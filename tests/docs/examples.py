@@ -198,6 +198,17 @@ def _analyzer_reasons() -> str:
     return "".join(f"{reason}\n" for reason in node.reasons)
 
 
+def _guard_event() -> str:
+    """The Event the leader analyzer posts on a Node when the guard limits offline CPU: its type,
+    reason, source and message (kubectl describe node's columns, but the age)."""
+    from mco_py.analysis.guard import Action, GuardChange
+    from mco_py.kube.events import NodeEvents
+
+    change = GuardChange("node-1", 1_796_000_000.0, Action.THROTTLE, None, 0.5, 34.0, cpus=2)
+    event = NodeEvents(None).body(change)
+    return f"{event.type}  {event.reason}  {event.source.component}  {event.message}\n"
+
+
 def make_schedulers_output() -> str:
     """What ``make schedulers`` prints: scripts/build_schedulers.py --print (a Go build of both
     schedulers unless the cache has them: run by the cluster tier, which builds them anyway)."""
@@ -234,6 +245,7 @@ EXAMPLES: dict[str, Example] = {
         lambda: render_kube_scheduler_entry({"mco_mode": "cluster", "ansible_host": "10.0.0.11"}),
     ),
     "analyzer-reasons": Example("here", (), _analyzer_reasons),
+    "guard-event": Example("here", (), _guard_event),
     "make-schedulers": Example(
         "tests/cluster_tests/test_scheduler_plugins.py",
         ((r"=\S*/scheduler-bin/[0-9a-f]+/", "=~/.cache/mco/scheduler-bin/<key>/"),),
