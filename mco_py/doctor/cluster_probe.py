@@ -156,7 +156,7 @@ def probe_cluster(
     progress("reading the report and its CRD")
     crd = api.read(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
     if crd.error and not crd.error.startswith(("HTTP 403", "HTTP 5")):  # unreachable, or not let in at all
-        answers = _answers([f.text for f in files], api.timeout)
+        answers = extender_answers([f.text for f in files], api.timeout)
         return ClusterView(
             now=api.now(wall), crd=crd, kube_scheduler_files=files, extender_answers=answers, reachable=False
         )
@@ -180,7 +180,7 @@ def probe_cluster(
     progress("reading kube-scheduler's configuration and calling the extender URLs it names")
     kube_scheduler = api.read(f"/api/v1/namespaces/{NAMESPACE}/configmaps/{KUBE_SCHEDULER_CONFIGMAP}")
     ours = json_get(kube_scheduler.doc, "data", KUBE_SCHEDULER_CONFIGMAP_KEY)
-    answers = _answers([ours if isinstance(ours, str) else None, *(f.text for f in files)], api.timeout)
+    answers = extender_answers([ours if isinstance(ours, str) else None, *(f.text for f in files)], api.timeout)
     progress("asking the authorizer what each MCO identity may do")
     guard_pods = api.may(GUARD_PODS_PROBE)[0] is True  # the analyzer may list Pods: mco_guard_pods is on
     access = [(question, *api.may(question)) for question in access_table(guard_pods)]
@@ -201,7 +201,7 @@ def probe_cluster(
     )
 
 
-def _answers(texts: Sequence[str | None], timeout: float) -> dict[str, str]:
+def extender_answers(texts: Sequence[str | None], timeout: float) -> dict[str, str]:
     """:func:`extender_answer` for every MCO extender URL in these kube-scheduler configurations."""
     urls = dict.fromkeys(url for text in texts for url in mco_extender_urls(text))
     return {url: extender_answer(url, timeout=timeout) for url in urls}

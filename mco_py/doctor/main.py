@@ -102,13 +102,25 @@ def run(args: argparse.Namespace) -> int:
 
 def _cluster_checks(args: argparse.Namespace, progress: Callable[[str], None]) -> list[Check]:
     from mco_py.doctor.cluster_checks import judge_cluster  # noqa: PLC0415 - host checks need no client
-    from mco_py.doctor.cluster_probe import Api, probe_cluster  # noqa: PLC0415
+    from mco_py.doctor.cluster_probe import (  # noqa: PLC0415
+        Api,
+        extender_answers,
+        probe_cluster,
+        read_scheduler_file,
+    )
+    from mco_py.doctor.cluster_view import Read  # noqa: PLC0415
+    from mco_py.doctor.kube_scheduler_checks import kube_scheduler_checks  # noqa: PLC0415
     from mco_py.kube.client import load_api_client  # noqa: PLC0415
 
     try:
         api = load_api_client(args.kubeconfig, context=args.context)
-    except MCOError as exc:
-        return [Check("kubeconfig", Verdict.FAIL, str(exc), "pass --kubeconfig, or set $KUBECONFIG")]
+    except MCOError as exc:  # a kube-scheduler file given is still checked: it needs no API server
+        files = [read_scheduler_file(path) for path in args.kube_scheduler_config]
+        answers = extender_answers([f.text for f in files], args.timeout)
+        return [
+            Check("kubeconfig", Verdict.FAIL, str(exc), "pass --kubeconfig, or set $KUBECONFIG"),
+            *kube_scheduler_checks(Read(), files, answers),
+        ]
     view = probe_cluster(
         Api(api, timeout=args.timeout), kube_scheduler_files=args.kube_scheduler_config, progress=progress
     )

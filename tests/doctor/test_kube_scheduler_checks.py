@@ -211,6 +211,15 @@ def test_doctor_cluster_checks_the_file_even_without_an_api_server(tmp_path: Pat
     assert f"extender http://127.0.0.1:{readyz}/kube, answers from here" in checks[1][2]
     assert checks[2][1] == "fail"
     assert "is a cluster DNS name" in checks[2][2]
+    # no kubeconfig at all (a control-plane node): the file is still checked
+    alone = subprocess.run(
+        [sys.executable, "-m", "mco_py.cli", "doctor", "--cluster", "--kubeconfig", str(tmp_path / "none"), "-o",
+         "json", "--kube-scheduler-config", str(stale)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert alone.returncode == 2, alone.stderr
+    verdicts = [(c["name"], c["verdict"]) for c in json.loads(alone.stdout)["checks"]]
+    assert verdicts == [("kubeconfig", "fail"), ("kube-scheduler", "fail")]
 
 
 _value = st.none() | st.booleans() | st.integers() | st.text(max_size=12)
