@@ -2,9 +2,11 @@
 
 The probe (:mod:`mco_py.doctor.cluster_probe`) reads a
 :class:`~mco_py.doctor.cluster_view.ClusterView` (the report's CRD and object, Nodes, the
-analyzer's Lease, Volcano's scheduler configuration and version, the Kata RuntimeClass, and the
+analyzer's Lease, Volcano's scheduler configuration and version, kube-scheduler's (MCO's ConfigMap, the
+cluster's files), the Kata RuntimeClass, and the
 authorizer's answer for each MCO identity); :func:`judge_cluster` turns it into
-:class:`~mco_py.doctor.checks.Check` results (Volcano's: :mod:`mco_py.doctor.volcano_checks`).
+:class:`~mco_py.doctor.checks.Check` results (Volcano's: :mod:`mco_py.doctor.volcano_checks`;
+kube-scheduler's: :mod:`mco_py.doctor.kube_scheduler_checks`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from mco_py.doctor.cluster_view import (
     rfc3339_epoch,
     unreadable_check,
 )
+from mco_py.doctor.kube_scheduler_checks import kube_scheduler_checks
 from mco_py.doctor.volcano_checks import volcano_checks
 from mco_py.errors import ReportError
 from mco_py.model import GROUP, Level, NodeAssessment
@@ -121,11 +124,12 @@ def judge_cluster(view: ClusterView, *, ttl: float) -> list[Check]:
     """Every cluster check, in the order an operator would look (``ttl``: the extender's
     ``crStatusTTLSeconds``)."""
     checks = [_crd(view.crd)]
-    if not view.reachable:
-        return checks
+    if not view.reachable:  # a configuration file given on the command line needs no API server
+        return checks + list(kube_scheduler_checks(Read(), view.kube_scheduler_files, view.extender_answers))
     checks += _report(view, ttl)
     checks.append(_lease(view.lease, view.now))
     checks += volcano_checks(view.volcano_conf, view.volcano_deployment)
+    checks += kube_scheduler_checks(view.kube_scheduler_conf, view.kube_scheduler_files, view.extender_answers)
     checks += _kata(view.runtime_class, view.nodes)
     checks += _access(view.access)
     return checks

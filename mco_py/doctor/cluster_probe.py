@@ -4,12 +4,16 @@ which change nothing): the objects :class:`~mco_py.doctor.cluster_view.ClusterVi
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -19,6 +23,8 @@ from mco_py.doctor.cluster_checks import GUARD_PODS_PROBE, access_table
 from mco_py.doctor.cluster_view import (
     CRD_NAME,
     KATA_RUNTIME_CLASS,
+    KUBE_SCHEDULER_CONFIGMAP,
+    KUBE_SCHEDULER_CONFIGMAP_KEY,
     LEASE_NAME,
     NAMESPACE,
     REPORT_NAME,
@@ -28,7 +34,10 @@ from mco_py.doctor.cluster_view import (
     Access,
     ClusterView,
     Read,
+    SchedulerFile,
+    json_get,
 )
+from mco_py.doctor.kube_scheduler_checks import mco_extender_urls
 from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
@@ -42,6 +51,11 @@ class Api:
         self._server_offset: float | None = None
         """The API server's clock minus this machine's (from its answers' Date header): ages are
         judged on the cluster's clock."""
+
+    @property
+    def timeout(self) -> float:
+        """Seconds each request may take."""
+        return self._timeout
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         """The JSON answer. Raises ApiException (HTTP errors), HTTPError or OSError (unreachable)."""
@@ -104,14 +118,48 @@ class Api:
         return wall() + (self._server_offset or 0.0)
 
 
+def read_scheduler_file(path: Path) -> SchedulerFile:
+    """A kube-scheduler configuration file's text (at most a MiB), or why it cannot be read."""
+    try:
+        with path.open("rb") as file:
+            return SchedulerFile(str(path), text=file.read(1024 * 1024).decode("utf-8", "replace"))
+    except OSError as exc:
+        return SchedulerFile(str(path), error=exc.strerror or str(exc))
+
+
+def extender_answer(url: str, *, timeout: float) -> str:
+    """'' when the host and port of ``url`` answer HTTP (``GET /readyz``, straight, without a proxy),
+    else why not."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        parts = urlsplit(url)
+        with opener.open(f"{parts.scheme}://{parts.netloc}/readyz", timeout=timeout):
+            return ""
+    except urllib.error.HTTPError:  # an HTTP answer: something serves there
+        return ""
+    except urllib.error.URLError as exc:
+        return str(exc.reason)
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        return str(exc) or type(exc).__name__
+
+
 def probe_cluster(
-    api: Api, *, wall: Callable[[], float] = time.time, progress: Callable[[str], None] = lambda _: None
+    api: Api,
+    *,
+    kube_scheduler_files: Sequence[Path] = (),
+    wall: Callable[[], float] = time.time,
+    progress: Callable[[str], None] = lambda _: None,
 ) -> ClusterView:
-    """Everything :func:`~mco_py.doctor.cluster_checks.judge_cluster` needs."""
+    """Everything :func:`~mco_py.doctor.cluster_checks.judge_cluster` needs (``kube_scheduler_files``: the
+    cluster's kube-scheduler configuration files on this machine)."""
+    files = [read_scheduler_file(path) for path in kube_scheduler_files]
     progress("reading the report and its CRD")
     crd = api.read(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
     if crd.error and not crd.error.startswith(("HTTP 403", "HTTP 5")):  # unreachable, or not let in at all
-        return ClusterView(now=api.now(wall), crd=crd, reachable=False)
+        answers = extender_answers([f.text for f in files], api.timeout)
+        return ClusterView(
+            now=api.now(wall), crd=crd, kube_scheduler_files=files, extender_answers=answers, reachable=False
+        )
     report = api.read(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{REPORT_NAME}")
     index = report.doc.get("status", {}).get("shards") if isinstance(report.doc, dict) else None
     shards = (
@@ -129,6 +177,10 @@ def probe_cluster(
         else Read()
     )
     runtime_class = api.read(f"/apis/node.k8s.io/v1/runtimeclasses/{quote(KATA_RUNTIME_CLASS)}")
+    progress("reading kube-scheduler's configuration and calling the extender URLs it names")
+    kube_scheduler = api.read(f"/api/v1/namespaces/{NAMESPACE}/configmaps/{KUBE_SCHEDULER_CONFIGMAP}")
+    ours = json_get(kube_scheduler.doc, "data", KUBE_SCHEDULER_CONFIGMAP_KEY)
+    answers = extender_answers([ours if isinstance(ours, str) else None, *(f.text for f in files)], api.timeout)
     progress("asking the authorizer what each MCO identity may do")
     guard_pods = api.may(GUARD_PODS_PROBE)[0] is True  # the analyzer may list Pods: mco_guard_pods is on
     access = [(question, *api.may(question)) for question in access_table(guard_pods)]
@@ -142,5 +194,14 @@ def probe_cluster(
         volcano_conf=volcano_conf,
         volcano_deployment=deployment,
         runtime_class=runtime_class,
+        kube_scheduler_conf=kube_scheduler,
+        kube_scheduler_files=files,
+        extender_answers=answers,
         access=access,
     )
+
+
+def extender_answers(texts: Sequence[str | None], timeout: float) -> dict[str, str]:
+    """:func:`extender_answer` for every MCO extender URL in these kube-scheduler configurations."""
+    urls = dict.fromkeys(url for text in texts for url in mco_extender_urls(text))
+    return {url: extender_answer(url, timeout=timeout) for url in urls}

@@ -21,6 +21,9 @@ VOLCANO_CONF_KEY = "volcano-scheduler.conf"
 VOLCANO_DEPLOYMENT = "volcano-scheduler"
 #: The annotation on that Deployment naming the image the volcano role put there (plugin mode).
 PLUGIN_IMAGE_ANNOTATION = "mco.many-core.io/plugin-image"
+#: MCO's kube-scheduler's configuration (roles/mco_kube_scheduler: mco_kube_scheduler_name, its key).
+KUBE_SCHEDULER_CONFIGMAP = "mco-kube-scheduler"
+KUBE_SCHEDULER_CONFIGMAP_KEY = "config.yaml"
 KATA_RUNTIME_CLASS = "kata-qemu"
 KATA_LABEL = "katacontainers.io/kata-runtime"
 KVM_LABEL = "mco.many-core.io/kvm-ready"
@@ -74,6 +77,16 @@ class Read:
 
 
 @dataclass(frozen=True, slots=True)
+class SchedulerFile:
+    """A kube-scheduler configuration file on this machine (``--kube-scheduler-config``): its text, or why
+    it could not be read."""
+
+    path: str
+    text: str | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterView:
     """What the probe read; ``now`` is when (seconds since the Unix epoch)."""
 
@@ -89,6 +102,12 @@ class ClusterView:
     """The scheduler ConfigMap."""
     volcano_deployment: Read = field(default_factory=Read)
     runtime_class: Read = field(default_factory=Read)
+    kube_scheduler_conf: Read = field(default_factory=Read)
+    """MCO's kube-scheduler's ConfigMap (``None`` doc: not installed)."""
+    kube_scheduler_files: Sequence[SchedulerFile] = ()
+    """The cluster's kube-scheduler configuration files given on the command line."""
+    extender_answers: Mapping[str, str] = field(default_factory=dict)
+    """Each MCO extender urlPrefix in those configurations: '' when it answered ``/readyz`` from here, else why not."""
     access: Sequence[tuple[Access, bool | None, str]] = ()
     """(question, the authorizer's answer or None, why there is no answer)."""
     reachable: bool = True

@@ -54,6 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="check the cluster instead of this host: report, analyzer leader, Volcano's extender entry, "
         "Kata/KVM labels, each MCO identity's RBAC",
     )
+    cluster.add_argument(
+        "--kube-scheduler-config",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also check the cluster's kube-scheduler configuration file (its --config) for mco-plugin or MCO's "
+        "extender entry (reachable from the host network, ignorable, TLS); repeatable",
+    )
     cluster.add_argument("--kubeconfig", help="kubeconfig (else $KUBECONFIG, in-cluster, ~/.kube/config)")
     cluster.add_argument("--context", help="kubeconfig context")
     cluster.add_argument(
@@ -93,14 +102,28 @@ def run(args: argparse.Namespace) -> int:
 
 def _cluster_checks(args: argparse.Namespace, progress: Callable[[str], None]) -> list[Check]:
     from mco_py.doctor.cluster_checks import judge_cluster  # noqa: PLC0415 - host checks need no client
-    from mco_py.doctor.cluster_probe import Api, probe_cluster  # noqa: PLC0415
+    from mco_py.doctor.cluster_probe import (  # noqa: PLC0415
+        Api,
+        extender_answers,
+        probe_cluster,
+        read_scheduler_file,
+    )
+    from mco_py.doctor.cluster_view import Read  # noqa: PLC0415
+    from mco_py.doctor.kube_scheduler_checks import kube_scheduler_checks  # noqa: PLC0415
     from mco_py.kube.client import load_api_client  # noqa: PLC0415
 
     try:
         api = load_api_client(args.kubeconfig, context=args.context)
-    except MCOError as exc:
-        return [Check("kubeconfig", Verdict.FAIL, str(exc), "pass --kubeconfig, or set $KUBECONFIG")]
-    view = probe_cluster(Api(api, timeout=args.timeout), progress=progress)
+    except MCOError as exc:  # a kube-scheduler file given is still checked: it needs no API server
+        files = [read_scheduler_file(path) for path in args.kube_scheduler_config]
+        answers = extender_answers([f.text for f in files], args.timeout)
+        return [
+            Check("kubeconfig", Verdict.FAIL, str(exc), "pass --kubeconfig, or set $KUBECONFIG"),
+            *kube_scheduler_checks(Read(), files, answers),
+        ]
+    view = probe_cluster(
+        Api(api, timeout=args.timeout), kube_scheduler_files=args.kube_scheduler_config, progress=progress
+    )
     return judge_cluster(view, ttl=args.ttl if args.ttl is not None else _extender_ttl(args.config_dir))
 
 

@@ -101,16 +101,7 @@ def _volcano_plugin(name: str, entries: list[dict[str, Any]], deployment: Read, 
     problems = []
     if len(entries) > 1:
         problems.append(f"{len(entries)} mco-plugin entries; keep one")
-    arguments = json_get(entries[0], "arguments")
-    arguments = arguments if isinstance(arguments, dict) else {}
-    unknown = sorted(str(k) for k in arguments if k not in PLUGIN_ARGUMENTS)
-    if unknown:
-        problems.append(f"mco-plugin ignores the argument(s) {', '.join(unknown)}")
-    try:
-        given = {k: v for k, v in arguments.items() if k in PLUGIN_ARGUMENTS}
-        load(EXTENDER, document=given, source="mco-plugin arguments", strict=True)  # as the Go plugin reads them
-    except ConfigError as exc:
-        problems.append(f"{exc} (the plugin uses the default instead)")
+    problems += plugin_argument_problems(json_get(entries[0], "arguments"))
     images = [
         str(json_get(c, "image") or "")
         for c in json_list(json_get(deployment.doc, "spec", "template", "spec", "containers"))
@@ -137,6 +128,21 @@ def _volcano_plugin(name: str, entries: list[dict[str, Any]], deployment: Read, 
             "rerun the volcano role: plugin mode removes MCO's extender entry",
         )
     return Check(name, Verdict.OK, detail)
+
+
+def plugin_argument_problems(arguments: object) -> list[str]:
+    """What mco-plugin (in Volcano or kube-scheduler) would ignore or replace by its default in ``arguments``."""
+    given_arguments: Mapping[str, Any] = arguments if isinstance(arguments, Mapping) else {}
+    problems = []
+    unknown = sorted(str(k) for k in given_arguments if k not in PLUGIN_ARGUMENTS)
+    if unknown:
+        problems.append(f"mco-plugin ignores the argument(s) {', '.join(unknown)}")
+    try:
+        given = {k: v for k, v in given_arguments.items() if k in PLUGIN_ARGUMENTS}
+        load(EXTENDER, document=given, source="mco-plugin arguments", strict=True)  # as the Go plugin reads them
+    except ConfigError as exc:
+        problems.append(f"{exc} (the plugin uses the default instead)")
+    return problems
 
 
 def volcano_argument_problems(arguments: Mapping[str, Any]) -> Iterator[str]:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import ssl
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -350,6 +352,20 @@ def test_the_configuration_and_the_deployment(bed: Bed) -> None:
         "/tmp": False,
     }
     assert {"name": "config", "configMap": {"name": NAME, "defaultMode": 420}} in pod["volumes"]
+
+
+def test_doctor_judges_the_roles_configuration(bed: Bed) -> None:
+    """`mco doctor --cluster` reads the role's ConfigMap as MCO's kube-scheduler's and accepts it."""
+    run = subprocess.run(
+        [sys.executable, "-m", "mco_py.cli", "doctor", "--cluster", "-o", "json",
+         "--kubeconfig", str(bed.cluster.admin_kubeconfig)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    checks = {c["name"]: c for c in json.loads(run.stdout)["checks"]}
+    assert (checks["kube-scheduler"]["verdict"], checks["kube-scheduler"]["detail"]) == (
+        "ok",
+        f"{NS}/{NAME}: mco-plugin in profile mco-scheduler",
+    ), checks["kube-scheduler"]
 
 
 def test_the_scheduler_runs_with_the_roles_configuration_and_rights(bed: Bed) -> None:

@@ -33,6 +33,8 @@ from scripts.gobuild import BuildError
 from tests.cluster.build import volcano_crds, volcano_installer
 from tests.cluster.cluster import DEFAULT_VOLCANO_CONF, RealCluster
 from tests.cluster_tests.conftest import ROOT, wait_until
+from tests.docs.examples import check as check_example
+from tests.docs.examples import make_schedulers_output
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -200,6 +202,11 @@ def mco_schedulers() -> dict[str, Any]:
         return schedulers()
     except BuildError as exc:
         pytest.fail(f"cannot build MCO's schedulers: {exc}")
+
+
+def test_make_schedulers_prints_what_the_docs_show(mco_schedulers: dict[str, Any]) -> None:
+    """docs/scheduling.md's `make schedulers` output (built by the fixture: the script finds them cached)."""
+    check_example("make-schedulers", make_schedulers_output())
 
 
 @pytest.fixture(scope="module")

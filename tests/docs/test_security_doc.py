@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 from tests.cluster_tests.identities import IDENTITIES
@@ -20,3 +24,46 @@ def test_can_i_table_matches_the_checked_identities() -> None:
             ns = m["ns"].strip()
             documented.setdefault(m["sa"], []).append((m["ans"], m["verb"], m["res"], "" if ns == "(cluster)" else ns))
     assert documented == IDENTITIES, "docs/security.md's can-i table differs from tests/cluster_tests/identities.py"
+
+
+def _go_module(module: str) -> Path:
+    """The source of ``module`` at the version scheduler/go.mod pins (from Go's module cache)."""
+    go = shutil.which("go")
+    assert go, "needs the go tool (make setup installs it): the scheduler module's pinned sources are read"
+    run = subprocess.run(
+        [go, "mod", "download", "-json", module],
+        cwd=ROOT / "scheduler",
+        env={**os.environ, "GOTOOLCHAIN": "local", "GOWORK": "off", "GOFLAGS": "-mod=readonly"},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, f"go mod download {module} (scheduler/): {run.stdout}{run.stderr}"
+    return Path(json.loads(run.stdout)["Dir"])
+
+
+def _struct_fields(go_source: str, struct: str) -> set[str]:
+    body = re.search(rf"(?ms)^type {struct} struct \{{(.*?)^\}}", go_source)
+    assert body, f"no struct {struct}"
+    return set(re.findall(r'json:"(\w+)', body.group(1)))
+
+
+def test_the_scheduler_row_says_what_each_schedulers_client_can_present() -> None:
+    row = next(line for line in (ROOT / "docs" / "security.md").read_text().splitlines()
+               if line.startswith("| scheduler → extender"))  # fmt: skip
+    # kube-scheduler: HTTPS and a client certificate (k8s.io/kube-scheduler config/v1)
+    types = (_go_module("k8s.io/kube-scheduler") / "config" / "v1" / "types.go").read_text()
+    assert {"enableHTTPS", "tlsConfig"} <= _struct_fields(types, "Extender")
+    tls = _struct_fields(types, "ExtenderTLSConfig")
+    assert {"certFile", "keyFile", "caFile", "certData", "keyData", "caData", "insecure"} <= tls
+    for field in ("enableHTTPS", "tlsConfig", "certFile", "keyFile", "caFile", "insecure"):
+        assert f"`{field}" in row, f"docs/security.md does not name kube-scheduler's {field}"
+    # Volcano: a bare http.Client; no argument for a CA, a client certificate or a token
+    plugin = (
+        _go_module("volcano.sh/volcano") / "pkg" / "scheduler" / "plugins" / "extender" / "extender.go"
+    ).read_text()
+    assert "http.Client{Timeout: cfg.httpTimeout}" in plugin
+    assert "TLSClientConfig" not in plugin
+    arguments = re.findall(r'"(extender\.\w+)"', plugin)
+    assert "extender.urlPrefix" in arguments
+    assert not [a for a in arguments if re.search(r"(?i)tls|cert|ca(?:File|Data)|token|auth", a)], arguments
+    assert "Authorization" not in plugin
+    assert "takes no CA, client certificate or token argument" in row

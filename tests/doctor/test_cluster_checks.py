@@ -403,7 +403,16 @@ _shapes = st.sampled_from(["status", "spec", "items", "metadata", "data", "condi
 _doc = st.none() | _json | st.dictionaries(_shapes, _json, max_size=4)
 
 
-@given(crd=_doc, report=_doc, nodes=_doc, lease=_doc, volcano_conf=_doc, volcano_deployment=_doc, runtime_class=_doc)
+@given(
+    crd=_doc,
+    report=_doc,
+    nodes=_doc,
+    lease=_doc,
+    volcano_conf=_doc,
+    volcano_deployment=_doc,
+    runtime_class=_doc,
+    kube_scheduler_conf=_doc | st.builds(lambda text: {"data": {"config.yaml": text}}, st.text(max_size=40)),
+)
 def test_any_json_the_api_server_could_send_is_judged_not_a_crash(**docs: Any) -> None:
     view = ClusterView(now=NOW, **{name: Read(doc) for name, doc in docs.items()})
     for check in judge_cluster(view, ttl=TTL):

@@ -14,9 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 WORD = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-def listed_tags() -> set[str]:
+def listed_tags(playbook: str = "playbooks/site.yml") -> set[str]:
+    """The tags ``ansible-playbook --list-tags`` shows for ``playbook``."""
     run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory/local.yml", "playbooks/site.yml",
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory/local.yml", playbook,
          "--list-tags"],
         cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
         capture_output=True, text=True, timeout=120, check=True,
@@ -26,21 +27,31 @@ def listed_tags() -> set[str]:
     }
 
 
-def role_tags() -> set[str]:
-    """Tags of the roles' steps, including those of roles the playbooks include dynamically (mco_crds)."""
-    tags: set[str] = set()
-    for main in ROOT.glob("roles/*/tasks/main.yml"):
-        for task in yaml.safe_load(main.read_text()) or []:
-            tags.update(task.get("tags", []))
-    return tags
+#: The playbook a command names (``playbooks/mco.yml``, ``site.yml``).
+_PLAYBOOK = re.compile(r"(?<![\w/.-])((?:playbooks/)?[\w-]+\.yml)\b")
 
 
-def documented_tags() -> set[str]:
-    docs = [*ROOT.glob("*.md"), *ROOT.glob("docs/**/*.md")]
-    found = {
-        t for doc in docs for group in re.findall(r"--tags[ =]([\w,]+)", doc.read_text()) for t in group.split(",")
-    }
+def documented_tags(docs: list[Path]) -> dict[tuple[str, str], str]:
+    """Each ``--tags`` a document gives: (where, tag) -> the playbook the same line names
+    (playbooks/site.yml when it names none: the playbook that runs every role)."""
+    found: dict[tuple[str, str], str] = {}
+    for doc in docs:
+        for number, line in enumerate(doc.read_text().splitlines(), start=1):
+            for match in re.finditer(r"--tags[ =]([\w,]+)", line):
+                named = [p for p in _PLAYBOOK.findall(line[: match.start()]) if (ROOT / p).is_file()]
+                playbook = named[-1] if named else "playbooks/site.yml"
+                for tag in match.group(1).split(","):
+                    found[(f"{doc.relative_to(ROOT) if doc.is_relative_to(ROOT) else doc}:{number}", tag)] = playbook
     return found
+
+
+def table_tags() -> set[str]:
+    """The tags docs/configuration.md's "Tags" table names as examples."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    section = text[text.index("\n## Tags\n") : text.index("\n## ", text.index("\n## Tags\n") + 1)]
+    return {
+        tag for row in re.findall(r"(?m)^\| `[^|]*\| [^|]*\((.*)\) \|$", section) for tag in re.findall(r"`(\w+)`", row)
+    }
 
 
 def test_list_tags_shows_only_words() -> None:
@@ -49,10 +60,36 @@ def test_list_tags_shows_only_words() -> None:
     assert [t for t in tags if not WORD.match(t)] == []
 
 
-def test_every_documented_tag_exists() -> None:
-    documented = documented_tags()
-    assert {"mco_collector", "configure"} <= documented  # the runbook's examples
-    assert documented - (listed_tags() | role_tags()) == set()
+def test_every_documented_tag_is_listed_by_its_playbook() -> None:
+    docs = [*ROOT.glob("*.md"), *ROOT.glob("docs/**/*.md"), *ROOT.glob("roles/*/README.md")]
+    documented = documented_tags(docs)
+    assert ("docs/runbooks.md", "mco_crds_configure", "playbooks/mco.yml") in {
+        (where.split(":")[0], tag, playbook) for (where, tag), playbook in documented.items()
+    }  # the rules runbook's
+    listed = {playbook: listed_tags(playbook) for playbook in set(documented.values())}
+    missing = [f"{where}: --tags {tag} ({playbook} --list-tags does not show it)"
+               for (where, tag), playbook in sorted(documented.items()) if tag not in listed[playbook]]  # fmt: skip
+    assert missing == []
+
+
+def test_every_tag_the_tags_table_names_is_listed() -> None:
+    named = table_tags()
+    assert {"mco_crds_configure", "mco_collector_configure", "kata_runtime_install"} <= named
+    assert named - listed_tags() == set()
+
+
+def test_a_tag_is_checked_against_the_playbook_its_line_names(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "Run `.venv/bin/ansible-playbook -i $INV playbooks/mco.yml --tags mco_crds_configure,configure`.\n"
+        "Or `--tags mco_collector` (site.yml by default); `ansible-playbook site.yml --tags=run`.\n"
+    )
+    assert documented_tags([doc]) == {
+        (f"{doc}:1", "mco_crds_configure"): "playbooks/mco.yml",
+        (f"{doc}:1", "configure"): "playbooks/mco.yml",
+        (f"{doc}:2", "mco_collector"): "playbooks/site.yml",
+        (f"{doc}:2", "run"): "site.yml",
+    }
 
 
 def test_every_role_checks_first_on_each_of_its_tags() -> None:

@@ -131,6 +131,19 @@ CASES = [
         "give {image: NAME} (a copy in your registry) or",
     ),
 ]
+CASES += [
+    (
+        "preflight.yml",
+        {"mco_scheduler_extender_kube_scheduler_address": "mco-scheduler-extender.mco-system.svc"},
+        "runs on the host network and cannot resolve them",
+    ),
+    (
+        "preflight.yml",
+        {"mco_scheduler_extender_kube_scheduler_address": "http://10.0.0.11:9879/kube"},
+        "without scheme or path",
+    ),
+    ("preflight.yml", {"mco_scheduler_extender_kube_scheduler_ignorable": "yes"}, "must be true or false"),
+]
 #: playbooks/kube_scheduler.yml with the switch on in cluster mode (the role is skipped otherwise).
 KUBE_SCHEDULER = {"mco_mode": "cluster", "mco_kube_scheduler_enabled": True, "mco_kubeconfig": "KUBECONFIG"}
 REGISTRY_IMAGE = {"mco_kube_scheduler_image": "registry.example/mco/kube-scheduler:v1"}
