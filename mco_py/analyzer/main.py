@@ -21,7 +21,7 @@ from mco_py.analyzer.rules_watch import FileRulesSource, RulesSource, RulesWatch
 from mco_py.analyzer.service import TLSFiles, create_server, load_token
 from mco_py.analyzer.workloads import WorkloadIndex
 from mco_py.analyzer.writer import ReportLoop
-from mco_py.config.analyzer import SPEC, AnalyzerSettings
+from mco_py.config.analyzer import SPEC, AnalyzerSettings, credential_files
 from mco_py.config.loader import Loaded, add_flags, load_with_args, settings_for_main
 from mco_py.errors import ConfigError
 from mco_py.kube.client import load_api_client
@@ -29,6 +29,7 @@ from mco_py.kube.events import NodeEvents
 from mco_py.kube.lease import LeaseElector
 from mco_py.kube.rules import ConfigMapRulesSource
 from mco_py.obs import process
+from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.metrics import serve_metrics
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 from mco_py.store.base import ReportStore
@@ -118,6 +119,7 @@ def _cluster_parts(
 def serve(settings: AnalyzerSettings, *, registry: CollectorRegistry, stop: threading.Event) -> int:
     """Run the analyzer until ``stop`` is set."""
     metrics = AnalyzerMetrics(registry)
+    CredentialExpiry("analyzer", credential_files(settings), registry=registry)
     budget = settings.max_report_bytes if settings.mode == "cluster" else 0
     engine = Engine(
         default_rules(),

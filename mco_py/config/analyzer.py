@@ -13,12 +13,14 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
 
 from mco_py.config.loader import Problem, Section, Spec
+from mco_py.obs.credentials import CredentialFile
 from mco_py.report.size import DEFAULT_STATUS_BUDGET
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -130,6 +132,18 @@ def _check(settings: AnalyzerSettings) -> Sequence[Problem]:
         out.append(Problem("tlsCert", "tlsCert and tlsKey go together (the server certificate and its key)"))
     if settings.tls_ca and not settings.tls_cert:
         out.append(Problem("tlsCa", "mTLS needs the server certificate too: set tlsCert and tlsKey"))
+    return out
+
+
+def credential_files(settings: AnalyzerSettings) -> list[CredentialFile]:
+    """The credentials the analyzer loads whose expiry it exposes (the shared bearer token never expires)."""
+    out = []
+    if settings.tls_cert:
+        out.append(CredentialFile("grpc_certificate", "certificate", Path(settings.tls_cert)))
+    if settings.tls_ca:
+        out.append(CredentialFile("grpc_client_ca", "bundle", Path(settings.tls_ca)))
+    if settings.mode == "cluster" and settings.kubeconfig:
+        out.append(CredentialFile("kubeconfig", "kubeconfig", Path(settings.kubeconfig)))
     return out
 
 

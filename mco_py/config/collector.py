@@ -28,6 +28,7 @@ from msgspec import Meta
 from mco_py.analysis.guard import GuardRules
 from mco_py.config.loader import Problem, Section, Spec
 from mco_py.errors import ConfigError
+from mco_py.obs.credentials import CredentialFile
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 BioBackend = Literal["auto", "libbpf", "bcc", "tracefs", "diskstats", "off"]
@@ -246,6 +247,20 @@ _RENAMED = {
         if field.name != field.encode_name
     },
 }
+
+
+def credential_files(settings: CollectorSettings) -> list[CredentialFile]:
+    """The credentials the collector's streams load whose expiry it exposes."""
+    stream = settings.stream
+    if not stream.enabled:
+        return []
+    out = []
+    if stream.tls_cert is not None:
+        out.append(CredentialFile("grpc_certificate", "certificate", stream.tls_cert))
+    if stream.tls_ca is not None:
+        out.append(CredentialFile("grpc_ca", "bundle", stream.tls_ca))
+    return out
+
 
 SPEC = Spec(
     service="collector",

@@ -39,6 +39,7 @@ from mco_py.analysis.policy import PolicySettings
 from mco_py.config.loader import Problem, Section, Spec
 from mco_py.errors import ConfigError
 from mco_py.model import SIGNAL_NAMES
+from mco_py.obs.credentials import CredentialFile
 from mco_py.obs.http_app import Limits
 
 DEFAULT_PATH = Path("/etc/mco/extender.yaml")
@@ -202,6 +203,13 @@ def _check(settings: ExtenderSettings) -> Sequence[Problem]:
             )
         )
     return out
+
+
+def credential_files(settings: ExtenderSettings) -> list[CredentialFile]:
+    """The credentials the extender loads whose expiry it exposes: its kubeconfig's (cluster mode)."""
+    if settings.mode == "cluster" and settings.kubeconfig:
+        return [CredentialFile("kubeconfig", "kubeconfig", Path(settings.kubeconfig))]
+    return []
 
 
 SPEC = Spec(

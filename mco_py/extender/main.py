@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from mco_py.config.extender import DEFAULT_PATH, SPEC, ExtenderSettings
+from mco_py.config.extender import DEFAULT_PATH, SPEC, ExtenderSettings, credential_files
 from mco_py.config.loader import Loaded, add_flags, load_with_args, settings_for_main
 from mco_py.errors import ConfigError
 from mco_py.extender.app import ExtenderApp
@@ -23,6 +23,7 @@ from mco_py.extender.source import FileReportSource, NodeLabelCache, NoLabels, W
 from mco_py.extender.wire import MsgspecDecoder
 from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.obs import process
+from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.http import ServerOptions, serve_forever
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
@@ -70,12 +71,14 @@ def run(args: argparse.Namespace) -> int:
         source = FileReportSource(cfg.report_file, recheck_seconds=0.05)  # one stat per 50 ms, not per request
         labels = NoLabels()
 
+    registry = CollectorRegistry()
+    CredentialExpiry("extender", credential_files(cfg), registry=registry)
     app = ExtenderApp(
         policy=cfg.policy,
         source=source,
         labels=labels,
         decoder=MsgspecDecoder(),
-        registry=CollectorRegistry(),
+        registry=registry,
         volcano_version=cfg.volcano_reply,
     )
     source.start()
