@@ -50,6 +50,13 @@ class AnalyzerSettings(Section, frozen=True):
     )
     rules_interval: Annotated[float, Meta(gt=0, description="seconds between rules reloads")] = 30.0
     kubeconfig: Annotated[str, Meta(description="cluster: kubeconfig path (empty: in-cluster, then $KUBECONFIG)")] = ""
+    token_renewal: Annotated[
+        bool,
+        Meta(
+            description="cluster: renew the kubeconfig's ServiceAccount token through TokenRequest at 80 % of its "
+            "lifetime and write it back to the kubeconfig (its directory writable by the analyzer)"
+        ),
+    ] = True
     listen: Annotated[
         str, Meta(description="gRPC address for collector streams (:PORT: every interface; port 0: any free)")
     ] = ":9876"

@@ -64,6 +64,13 @@ class ExtenderSettings(Section, frozen=True):
     kubeconfig: Annotated[
         str, Meta(description="cluster: kubeconfig (empty: in-cluster, then $KUBECONFIG, ~/.kube/config)")
     ] = ""
+    token_renewal: Annotated[
+        bool,
+        Meta(
+            description="cluster: renew the kubeconfig's ServiceAccount token through TokenRequest at 80 % of its "
+            "lifetime and write it back to the kubeconfig (its directory writable by the extender)"
+        ),
+    ] = True
     cr_name: Annotated[str, Meta(min_length=1, description="name of the NodeInterferenceReport")] = "cluster"
     cr_status_ttl_seconds: Annotated[
         float, Meta(gt=0, description="a report older than this is outdated (basic mode), seconds")

@@ -50,8 +50,12 @@ def run(args: argparse.Namespace) -> int:
 
     labels: NodeLabelCache | NoLabels
     source: FileReportSource | WatchReportSource
+    registry = CollectorRegistry()
+    credentials = CredentialExpiry("extender", credential_files(cfg), registry=registry)
+    renewer: TokenRenewer | None = None
     if cfg.mode == "cluster":
         from mco_py.kube.client import load_api_client  # noqa: PLC0415 - only cluster mode needs the client
+        from mco_py.kube.token import TokenRenewer, renew_in_background  # noqa: PLC0415
         from mco_py.kube.watch import KubeListWatch  # noqa: PLC0415
 
         try:
@@ -59,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"mco extender: {exc}", file=sys.stderr)
             return 2
+        if cfg.token_renewal and cfg.kubeconfig:
+            renewer = renew_in_background(
+                api, Path(cfg.kubeconfig), on_result=lambda result: credentials.count_renewal("kubeconfig", result)
+            )
         source = WatchReportSource(
             KubeListWatch(api, f"/apis/{GROUP}/{VERSION}/{PLURAL}", field_selector=f"metadata.name={cfg.cr_name}"),
             name=cfg.cr_name,
@@ -71,8 +79,6 @@ def run(args: argparse.Namespace) -> int:
         source = FileReportSource(cfg.report_file, recheck_seconds=0.05)  # one stat per 50 ms, not per request
         labels = NoLabels()
 
-    registry = CollectorRegistry()
-    CredentialExpiry("extender", credential_files(cfg), registry=registry)
     app = ExtenderApp(
         policy=cfg.policy,
         source=source,
@@ -114,5 +120,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         source.stop()
         labels.stop()
+        if renewer is not None:
+            renewer.stop()
     log.info("extender stopped")
     return 0

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from mco_py.errors import ConfigError
@@ -126,8 +126,8 @@ def pem_validities(pem: bytes) -> list[Validity]:
     return out
 
 
-def token_validity(token: str) -> Validity:
-    """``iat`` and ``exp`` of a JWT (its signature is the API server's business, not checked here)."""
+def token_claims(token: str) -> dict[str, object]:
+    """The claims of a JWT (its signature is the API server's business, not checked here)."""
     parts = token.strip().split(".")
     if len(parts) != 3:
         raise ValueError("not a JWT (three dot-separated parts); a token without an expiry cannot be watched")
@@ -136,7 +136,15 @@ def token_validity(token: str) -> Validity:
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     except (ValueError, binascii.Error) as exc:
         raise ValueError(f"the JWT's payload is not base64url JSON: {exc}") from exc
-    exp = claims.get("exp") if isinstance(claims, dict) else None
+    if not isinstance(claims, dict):
+        raise ValueError("the JWT's payload is not a JSON object")
+    return claims
+
+
+def token_validity(token: str) -> Validity:
+    """``iat`` and ``exp`` of a JWT."""
+    claims = token_claims(token)
+    exp = claims.get("exp")
     if not isinstance(exp, int | float) or isinstance(exp, bool):
         raise ValueError("the JWT has no numeric 'exp' claim: it never expires or is not a bounded token")
     iat = claims.get("iat")
@@ -208,6 +216,7 @@ class CredentialExpiry(Collector):
         self.part = part
         self.files = list(files)
         self._seen: dict[str, tuple[tuple[int, int, int, int], Validity | None]] = {}
+        self._renewals: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         if registry is not None:
             registry.register(self)
@@ -234,13 +243,18 @@ class CredentialExpiry(Collector):
                     out[item.name] = seen[1]
         return out
 
-    def describe(self) -> Iterator[GaugeMetricFamily]:
+    def count_renewal(self, name: str, result: str) -> None:
+        """One renewal attempt of credential ``name`` by the service itself (``renewed`` or ``error``)."""
+        with self._lock:
+            self._renewals[name, result] = self._renewals.get((name, result), 0) + 1
+
+    def describe(self) -> Iterator[Metric]:
         return iter(self._families({}))
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         return iter(self._families(self.validities()))
 
-    def _families(self, found: Mapping[str, Validity]) -> list[GaugeMetricFamily]:
+    def _families(self, found: Mapping[str, Validity]) -> list[Metric]:
         expiry = GaugeMetricFamily(
             f"mco_{self.part}_credential_expiry_timestamp_seconds",
             f"When each credential mco {self.part} loads expires (certificate notAfter, token exp), "
@@ -252,8 +266,16 @@ class CredentialExpiry(Collector):
             f"When each credential mco {self.part} loads was issued (certificate notBefore, token iat)",
             labels=["credential"],
         )
+        renewals = CounterMetricFamily(
+            f"mco_{self.part}_credential_renewals",
+            f"Renewals mco {self.part} made of its own credentials, by result (renewed, error)",
+            labels=["credential", "result"],
+        )
         for name, validity in sorted(found.items()):
             expiry.add_metric([name], validity.not_after)
             if not math.isnan(validity.not_before):
                 issued.add_metric([name], validity.not_before)
-        return [expiry, issued]
+        with self._lock:
+            for (name, result), count in sorted(self._renewals.items()):
+                renewals.add_metric([name, result], count)
+        return [expiry, issued, renewals]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import json
 import math
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ from mco_py.doctor.checks import CredentialView, PartView, Verdict, credential_c
 from mco_py.doctor.probe import probe_host
 from mco_py.obs.credentials import Validity
 from tests.analyzer.certs import TestCA
+from tests.docs.doc_commands import select
+from tests.mco_host import MCO
 from tests.obs.test_credentials import jwt, kubeconfig
 
 DAY = 86400.0
@@ -85,7 +89,8 @@ def test_an_unreadable_file_takes_the_running_services_reading_else_fails() -> N
     assert "in 60.0 days (as the running service reports it)" in check.detail
 
 
-def test_the_probe_reads_every_credential_the_parts_configuration_names(tmp_path: Path) -> None:
+def configured_host(tmp_path: Path) -> Path:
+    """An analyzer's and a collector's configuration naming their certificates and token (nothing runs)."""
     ca = TestCA(tmp_path, days=3650)
     now = datetime.datetime.now(datetime.UTC)
     server = ca.issue("analyzer", "ctl-1", ["ctl-1"], server=True, not_after=now + datetime.timedelta(days=5))
@@ -108,7 +113,11 @@ def test_the_probe_reads_every_credential_the_parts_configuration_names(tmp_path
         "metricsHost: 127.0.0.1\nmetricsPort: 1\nstream:\n  analyzers: ['127.0.0.1:1']\n"
         f"  tlsCa: {tmp_path / 'gone.pem'}\n  tlsCert: {client.cert}\n  tlsKey: {client.key}\n"
     )
-    views, problems, _ = probe_host(tmp_path, timeout=0.2)
+    return tmp_path
+
+
+def test_the_probe_reads_every_credential_the_parts_configuration_names(tmp_path: Path) -> None:
+    views, problems, _ = probe_host(configured_host(tmp_path), timeout=0.2)
     assert problems == []
     checks = {c.name: c for c in judge(views) if " credential " in c.name}
     assert {name: c.verdict for name, c in checks.items()} == {
@@ -121,3 +130,16 @@ def test_the_probe_reads_every_credential_the_parts_configuration_names(tmp_path
     assert "expired at" in checks["collector credential grpc_certificate"].detail
     assert "gone.pem: cannot read" in checks["collector credential grpc_ca"].detail
     assert "in 5.0 days" in checks["analyzer credential grpc_certificate"].detail
+
+
+def test_the_runbooks_doctor_names_each_credential_and_what_renews_it(tmp_path: Path) -> None:
+    """docs/runbooks.md, Credentials expire: `mco doctor` as written, pointed at this host's files."""
+    [command] = select(Path(__file__).parents[2] / "docs" / "runbooks.md", "Credentials expire", r"^mco doctor$")
+    args = [*MCO, *command.split()[1:], "--config-dir", str(configured_host(tmp_path)), "-o", "json"]
+    out = subprocess.run([*args, "--timeout", "0.2"], capture_output=True, text=True, timeout=120, check=False)
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    assert out.returncode == 2  # an expired certificate
+    expired = checks["collector credential grpc_certificate"]
+    assert (expired["verdict"], "mco_pki_rotate=true" in expired["nextStep"]) == ("fail", True)
+    assert checks["analyzer credential grpc_certificate"]["verdict"] == "warn"
+    assert checks["analyzer credential kubeconfig"]["verdict"] == "ok"
