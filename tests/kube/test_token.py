@@ -8,6 +8,7 @@ or a client that keeps the old token, shows as 401s within seconds.
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import stat
 import time
@@ -181,3 +182,44 @@ def test_an_unreachable_api_server_is_an_mco_error(tmp_path: Path) -> None:
     server.stop()
     with pytest.raises(MCOError, match="TokenRequest for ServiceAccount mco-system/mco-analyzer"):
         renewer.renew()
+
+
+@pytest.mark.parametrize("renewal", [True, False])
+def test_an_analyzer_left_alone_keeps_writing_its_report_past_its_first_tokens_expiry(
+    api: EmulatedAPI, tmp_path: Path, renewal: bool
+) -> None:
+    """`mco analyzer` in cluster mode with a 6 s token: it renews it itself; with renewal off it loses the API."""
+    from mco_py.model import GROUP, PLURAL, VERSION
+    from tests.analyzer.test_kube import cluster_process
+    from tests.contracts import crd_schema
+
+    admin = _admin_client(api)
+    client.ApiextensionsV1Api(admin).create_custom_resource_definition(yaml.safe_load(crd_schema.CRD_PATH.read_text()))
+    path = service_kubeconfig(api, tmp_path / "kc", seconds=6)
+    first = read_validity("kubeconfig", path)
+    config = tmp_path / "analyzer.yaml"
+    config.write_text(f"tokenRenewal: {str(renewal).lower()}\n")
+    proc = cluster_process(path, "analyzer-1", "--config", str(config))
+
+    def written() -> float:
+        try:
+            nir = client.CustomObjectsApi(admin).get_cluster_custom_object(GROUP, VERSION, PLURAL, "cluster")
+        except client.ApiException:
+            return 0.0
+        stamp = (nir.get("status") or {}).get("lastUpdateTime")  # created first, its status written next
+        return float(datetime.datetime.fromisoformat(stamp).timestamp()) if stamp else 0.0
+
+    try:
+        proc.wait_for(lambda: written() > 0, "the first report")
+        time.sleep(max(0.0, first.not_after + 3 - time.time()))  # 3 s past the first token's expiry
+        fresh = written() > time.time() - 2
+        metrics = proc.metrics()
+    finally:
+        assert proc.stop() == 0
+    assert fresh is renewal
+    renewed = 'mco_analyzer_credential_renewals_total{credential="kubeconfig",result="renewed"}'
+    assert (renewed in metrics) is renewal
+    gauge = float(
+        metrics.split('mco_analyzer_credential_expiry_timestamp_seconds{credential="kubeconfig"} ')[1].split()[0]
+    )
+    assert (gauge > first.not_after) is renewal
