@@ -58,12 +58,14 @@ class Host:
 class Streaming:
     """A collector stream publishing a fresh sample every 20 ms until closed."""
 
-    def __init__(self, port: int, host: Host) -> None:
-        settings = StreamSettings(
-            tls_ca=host.bundle, tls_cert=host.cert, tls_key=host.key, tls_server_name="localhost", **FAST
-        )  # type: ignore[arg-type]
-        self.stream = AnalyzerStream(f"127.0.0.1:{port}", settings, collector_id=host.name)
-        self.node = host.name
+    def __init__(
+        self, port: int, host: Host | None = None, *, files: tuple[str, Path, Path, Path] | None = None
+    ) -> None:
+        """``host``'s files, or ``files``: (node name, trust bundle, certificate, key)."""
+        node, bundle, cert, key = files if files else (host.name, host.bundle, host.cert, host.key)  # type: ignore[union-attr]
+        settings = StreamSettings(tls_ca=bundle, tls_cert=cert, tls_key=key, tls_server_name="localhost", **FAST)  # type: ignore[arg-type]
+        self.stream = AnalyzerStream(f"127.0.0.1:{port}", settings, collector_id=node)
+        self.node = node
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._publish, daemon=True)
         self.stream.start()
@@ -101,9 +103,14 @@ def cas(tmp_path: Path) -> tuple[TestCA, TestCA]:
     )
 
 
-def analyzer(host: Host, port: int = 0) -> tuple[GrpcServer, int]:
+def analyzer_on(cert: Path, key: Path, bundle: Path, port: int = 0) -> tuple[GrpcServer, int]:
+    """An analyzer serving mTLS with these files (read again when they change)."""
     engine = Engine(quick_rules(), metrics=AnalyzerMetrics(CollectorRegistry()), identity="a1")
-    return create_server(engine, listen=f"127.0.0.1:{port}", tls=TLSFiles(host.cert, host.key, host.bundle))
+    return create_server(engine, listen=f"127.0.0.1:{port}", tls=TLSFiles(cert, key, bundle))
+
+
+def analyzer(host: Host, port: int = 0) -> tuple[GrpcServer, int]:
+    return analyzer_on(host.cert, host.key, host.bundle, port)
 
 
 @pytest.fixture
