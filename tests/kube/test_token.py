@@ -188,14 +188,15 @@ def test_an_unreachable_api_server_is_an_mco_error(tmp_path: Path) -> None:
 def test_an_analyzer_left_alone_keeps_writing_its_report_past_its_first_tokens_expiry(
     api: EmulatedAPI, tmp_path: Path, renewal: bool
 ) -> None:
-    """`mco analyzer` in cluster mode with a 6 s token: it renews it itself; with renewal off it loses the API."""
+    """`mco analyzer` in cluster mode with a 12 s token (its start may take seconds on a busy machine): it renews
+    it itself; with renewal off it loses the API."""
     from mco_py.model import GROUP, PLURAL, VERSION
     from tests.analyzer.test_kube import cluster_process
     from tests.contracts import crd_schema
 
     admin = _admin_client(api)
     client.ApiextensionsV1Api(admin).create_custom_resource_definition(yaml.safe_load(crd_schema.CRD_PATH.read_text()))
-    path = service_kubeconfig(api, tmp_path / "kc", seconds=6)
+    path = service_kubeconfig(api, tmp_path / "kc", seconds=12)
     first = read_validity("kubeconfig", path)
     config = tmp_path / "analyzer.yaml"
     config.write_text(f"tokenRenewal: {str(renewal).lower()}\n")
@@ -223,3 +224,38 @@ def test_an_analyzer_left_alone_keeps_writing_its_report_past_its_first_tokens_e
         metrics.split('mco_analyzer_credential_expiry_timestamp_seconds{credential="kubeconfig"} ')[1].split()[0]
     )
     assert (gauge > first.not_after) is renewal
+
+
+def test_an_extender_left_alone_renews_its_token(api: EmulatedAPI, tmp_path: Path) -> None:
+    """`mco extender` in cluster mode with a 12 s token (its start may take seconds on a busy machine): past the
+    token's expiry it holds a renewed one."""
+    import signal
+    import urllib.request
+
+    from tests.contracts import crd_schema
+    from tests.extender.test_main import start as start_extender
+    from tests.extender.test_main import wait_port
+
+    admin = _admin_client(api)
+    client.ApiextensionsV1Api(admin).create_custom_resource_definition(yaml.safe_load(crd_schema.CRD_PATH.read_text()))
+    path = service_kubeconfig(api, tmp_path / "kc", seconds=12)
+    first = read_validity("kubeconfig", path)
+    config = tmp_path / "extender.yaml"
+    config.write_text(f"mode: cluster\nkubeconfig: {path}\nlisten: 127.0.0.1:0\n")
+    proc = start_extender(["--config", str(config)])
+    try:
+        port = wait_port(proc)
+        time.sleep(max(0.0, first.not_after + 3 - time.time()))  # 3 s past the first token's expiry
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            metrics = resp.read().decode()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+    renewals = [line for line in metrics.splitlines() if line.startswith("mco_extender_credential_renewals_total")]
+    assert any('result="renewed"' in line for line in renewals), renewals
+    now = read_validity("kubeconfig", path)
+    assert now.not_after > first.not_after
+    assert now.not_after > time.time()  # the kubeconfig on disk holds a live token
+    gauge = metrics.split('mco_extender_credential_expiry_timestamp_seconds{credential="kubeconfig"} ')[1].split()[0]
+    assert first.not_after < float(gauge) <= now.not_after  # the gauge followed the rewritten file
+    assert proc.returncode == 0
