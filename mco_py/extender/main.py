@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
@@ -26,6 +27,9 @@ from mco_py.obs import process
 from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.http import ServerOptions, serve_forever
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
+
+if TYPE_CHECKING:
+    from mco_py.kube.token import TokenRenewer
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     renewer: TokenRenewer | None = None
     if cfg.mode == "cluster":
         from mco_py.kube.client import load_api_client  # noqa: PLC0415 - only cluster mode needs the client
-        from mco_py.kube.token import TokenRenewer, renew_in_background  # noqa: PLC0415
+        from mco_py.kube.token import renew_in_background  # noqa: PLC0415
         from mco_py.kube.watch import KubeListWatch  # noqa: PLC0415
 
         try:
