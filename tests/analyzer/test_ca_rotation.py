@@ -197,3 +197,25 @@ def test_a_half_replaced_certificate_keeps_the_last_good_one(
         assert streams[-1].flows()  # the pair complete: the new certificate serves
     finally:
         server.stop(0)
+
+
+def test_the_collector_keeps_its_last_good_files_until_the_new_ones_match(
+    tmp_path: Path, cas: tuple[TestCA, TestCA]
+) -> None:
+    from mco_py.collector.stream import ChannelTLS
+
+    old, new = cas
+    node = Host(tmp_path, "node-a", server=False)
+    node.trust(old)
+    node.certify(old)
+    tls = ChannelTLS(StreamSettings(tls_ca=node.bundle, tls_cert=node.cert, tls_key=node.key))  # type: ignore[arg-type]
+    first = tls.credentials()
+    assert tls.credentials() is first  # nothing changed: nothing read
+    issued = new.issue("half", "node-a", ["node-a"], server=False)
+    install(node.cert, issued.cert.read_bytes())  # its key not yet
+    assert tls.credentials() is first
+    install(node.key, issued.key.read_bytes())
+    renewed = tls.credentials()
+    assert renewed is not first
+    node.bundle.write_text("not a certificate")
+    assert tls.credentials() is renewed
