@@ -21,14 +21,16 @@ from mco_py.analyzer.rules_watch import FileRulesSource, RulesSource, RulesWatch
 from mco_py.analyzer.service import TLSFiles, create_server, load_token
 from mco_py.analyzer.workloads import WorkloadIndex
 from mco_py.analyzer.writer import ReportLoop
-from mco_py.config.analyzer import SPEC, AnalyzerSettings
+from mco_py.config.analyzer import SPEC, AnalyzerSettings, credential_files
 from mco_py.config.loader import Loaded, add_flags, load_with_args, settings_for_main
 from mco_py.errors import ConfigError
 from mco_py.kube.client import load_api_client
 from mco_py.kube.events import NodeEvents
 from mco_py.kube.lease import LeaseElector
 from mco_py.kube.rules import ConfigMapRulesSource
+from mco_py.kube.token import renew_in_background
 from mco_py.obs import process
+from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.metrics import serve_metrics
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 from mco_py.store.base import ReportStore
@@ -81,9 +83,15 @@ class _Parts:
 
 
 def _cluster_parts(
-    settings: AnalyzerSettings, engine: Engine, parts: _Parts
+    settings: AnalyzerSettings, engine: Engine, parts: _Parts, credentials: CredentialExpiry
 ) -> tuple[ReportStore, RulesSource, Callable[[], bool]]:
     api = load_api_client(settings.kubeconfig or None)
+    if settings.token_renewal and settings.kubeconfig:
+        renewer = renew_in_background(
+            api, Path(settings.kubeconfig), on_result=lambda result: credentials.count_renewal("kubeconfig", result)
+        )
+        if renewer is not None:
+            parts.stops.append(renewer.stop)
     store = KubeReportStore(api, name=settings.report_name)
     source = ConfigMapRulesSource(
         api, name=settings.rules_config_map, namespace=settings.namespace, instance=settings.identity
@@ -118,6 +126,7 @@ def _cluster_parts(
 def serve(settings: AnalyzerSettings, *, registry: CollectorRegistry, stop: threading.Event) -> int:
     """Run the analyzer until ``stop`` is set."""
     metrics = AnalyzerMetrics(registry)
+    credentials = CredentialExpiry("analyzer", credential_files(settings), registry=registry)
     budget = settings.max_report_bytes if settings.mode == "cluster" else 0
     engine = Engine(
         default_rules(),
@@ -139,7 +148,7 @@ def serve(settings: AnalyzerSettings, *, registry: CollectorRegistry, stop: thre
         store: ReportStore
         source: RulesSource
         if settings.mode == "cluster":
-            store, source, is_leader = _cluster_parts(settings, engine, parts)
+            store, source, is_leader = _cluster_parts(settings, engine, parts, credentials)
         else:
             store = FileReportStore(settings.report_file, name=settings.report_name)
             source = FileRulesSource(settings.rules_file)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import Future
@@ -35,20 +36,90 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class TLSFiles:
-    """Server certificate and key; with ``ca``, clients must present a certificate signed by it (mTLS)."""
+    """Server certificate and key; with ``ca``, clients must present a certificate signed by it (mTLS).
+
+    The server reads them again whenever one of the files changes: a renewed certificate, or a CA
+    trust bundle changed for a rotation, serves the next handshake with no restart, and the streams
+    already open stay up (TLS is checked once per connection).
+    """
 
     cert: Path
     key: Path
     ca: Path | None = None
 
-    def credentials(self) -> grpc.ServerCredentials:
+    def load(self) -> grpc.ServerCertificateConfiguration:
+        """The files as they are now; raises ConfigError when they are unreadable or do not match."""
         try:
             cert = self.cert.read_bytes()
             key = self.key.read_bytes()
             ca = self.ca.read_bytes() if self.ca else None
         except OSError as exc:
             raise ConfigError(f"TLS file {exc.filename}: cannot read: {exc.strerror}; check --tls-* paths") from exc
-        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+        try:  # what gRPC would only find at the next handshake
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.cert, self.key)
+            if self.ca:
+                context.load_verify_locations(cadata=ca.decode("ascii", "replace") if ca else None)
+        except (ssl.SSLError, ValueError) as exc:
+            raise ConfigError(
+                f"TLS files {self.cert}, {self.key}{', ' + str(self.ca) if self.ca else ''}: not a certificate, "
+                f"its key and PEM CA certificates ({exc}); check --tls-* paths"
+            ) from exc
+        return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+    def credentials(self) -> grpc.ServerCredentials:
+        reloader = TLSReloader(self)
+        return grpc.dynamic_ssl_server_credentials(
+            reloader.initial,
+            reloader.fetch,  # type: ignore[arg-type]  # gRPC documents None as "unchanged"; the stubs omit it
+            require_client_authentication=self.ca is not None,
+        )
+
+
+class TLSReloader:
+    """Hands gRPC the TLS files again when they changed (asked at each new connection's handshake).
+
+    Files replaced one at a time (a certificate, then its key) may not match for a moment: such a
+    state, or an unreadable file, keeps the last good files and is logged once.
+    """
+
+    def __init__(self, files: TLSFiles) -> None:
+        self.files = files
+        self._seen = self._stat()
+        self.initial = files.load()  # a bad file at start is the operator's to fix: ConfigError
+        self._once = OnceFilter()
+        self._lock = threading.Lock()
+        self.reloads = 0
+
+    def _stat(self) -> tuple[tuple[int, int, int], ...]:
+        out = []
+        for path in (self.files.cert, self.files.key, self.files.ca):
+            try:
+                st = path.stat() if path else None
+            except OSError:
+                st = None
+            out.append((st.st_ino, st.st_mtime_ns, st.st_size) if st else (0, 0, -1))
+        return tuple(out)
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        """gRPC's certificate_configuration_fetcher: None while nothing changed."""
+        with self._lock:
+            return self._fetch()
+
+    def _fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        seen = self._stat()
+        if seen == self._seen:
+            return None
+        try:
+            loaded = self.files.load()
+        except ConfigError as exc:
+            if self._once.first(str(exc)):
+                log.warning("TLS files changed but cannot be used yet, the last good ones serve: %s", exc)
+            return None
+        self._seen = seen
+        self.reloads += 1
+        log.info("TLS files changed: new connections get the new certificate and trust bundle")
+        return loaded
 
 
 def load_token(path: Path) -> str:

@@ -22,10 +22,11 @@ from mco_py.collector.guard.writer import LimitWriter
 from mco_py.collector.sampler import SampleLoop, Sampler, open_sources, workload_groups
 from mco_py.collector.signals import NodeSample
 from mco_py.collector.workload_groups import WorkloadGroups
-from mco_py.config.collector import SPEC, CollectorSettings
+from mco_py.config.collector import SPEC, CollectorSettings, credential_files
 from mco_py.config.loader import Loaded, add_flags, flag_values, load, read_document, settings_for_main
 from mco_py.errors import ConfigError
 from mco_py.obs import process
+from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.http import RunningServer
 from mco_py.obs.metrics import serve_metrics
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
@@ -188,6 +189,7 @@ class CollectorDaemon:
                 guard_changes=g.take_changes if g else None,
             )
             self.loop.publish = self.fanout.publish
+        CredentialExpiry("collector", credential_files(settings), registry=self.registry)
         self.loop.metrics = CollectorMetrics(
             self.registry,
             streams=self.fanout.statuses if self.fanout else None,

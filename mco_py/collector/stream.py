@@ -18,6 +18,7 @@ import contextlib
 import logging
 import math
 import random
+import ssl
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -131,6 +132,51 @@ def channel_credentials(config: StreamSettings) -> grpc.ChannelCredentials | Non
     )
 
 
+class ChannelTLS:
+    """The stream's TLS files, read again for a new connection when one of them changed.
+
+    A renewed client certificate, or a CA trust bundle changed for a rotation, is used from the
+    next connection on; the stream already open stays up. Files replaced one at a time (a
+    certificate, then its key) may not match for a moment: such a state keeps the last good files.
+    """
+
+    def __init__(self, config: StreamSettings) -> None:
+        self.config = config
+        self._seen = self._stat()
+        self.current = channel_credentials(config)  # bad files at start: ConfigError
+        self._once = OnceFilter()
+
+    def _stat(self) -> tuple[tuple[int, int, int], ...]:
+        out = []
+        for path in (self.config.tls_ca, self.config.tls_cert, self.config.tls_key):
+            try:
+                st = path.stat() if path else None
+            except OSError:
+                st = None
+            out.append((st.st_ino, st.st_mtime_ns, st.st_size) if st else (0, 0, -1))
+        return tuple(out)
+
+    def credentials(self) -> grpc.ChannelCredentials | None:
+        """The credentials for a new connection (re-read when a file changed)."""
+        seen = self._stat()
+        if seen == self._seen or self.current is None:
+            return self.current
+        config = self.config
+        try:
+            if config.tls_cert and config.tls_key:
+                ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(config.tls_cert, config.tls_key)
+            if config.tls_ca:
+                ssl.create_default_context(cafile=config.tls_ca)
+            fresh = channel_credentials(config)
+        except (ConfigError, ssl.SSLError, OSError, ValueError) as exc:
+            if self._once.first(str(exc)):
+                log.warning("stream TLS files changed but cannot be used yet, the last good ones serve: %s", exc)
+            return self.current
+        self._seen, self.current = seen, fresh
+        log.info("stream TLS files changed: the next connection uses the new certificate and trust bundle")
+        return fresh
+
+
 def _metadata(config: StreamSettings) -> tuple[tuple[str, str], ...]:
     if config.token_file is None:
         return ()
@@ -169,7 +215,7 @@ class AnalyzerStream:
         self._collector_id = collector_id
         self._on_set_interval = on_set_interval
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
-        self._credentials = channel_credentials(config)
+        self._tls = ChannelTLS(config)
         self._buffer: collections.deque[pb.Sample] = collections.deque()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -252,8 +298,9 @@ class AnalyzerStream:
         ]
         if self._config.tls_server_name:
             options.append(("grpc.ssl_target_name_override", self._config.tls_server_name))
-        if self._credentials is not None:
-            return grpc.aio.secure_channel(self.target, self._credentials, options=options)
+        credentials = self._tls.credentials()
+        if credentials is not None:
+            return grpc.aio.secure_channel(self.target, credentials, options=options)
         return grpc.aio.insecure_channel(self.target, options=options)
 
     def _take_batch(self, inflight: dict[int, list[pb.Sample]], sequence: int) -> pb.SampleBatch | None:

@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Literal
 
 import msgspec
@@ -22,6 +23,7 @@ from msgspec import Meta
 
 from mco_py.config.loader import Problem, Section, Spec
 from mco_py.config.web import WebSettings
+from mco_py.obs.credentials import CredentialFile
 from mco_py.report.size import DEFAULT_STATUS_BUDGET
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -51,6 +53,13 @@ class AnalyzerSettings(Section, frozen=True):
     )
     rules_interval: Annotated[float, Meta(gt=0, description="seconds between rules reloads")] = 30.0
     kubeconfig: Annotated[str, Meta(description="cluster: kubeconfig path (empty: in-cluster, then $KUBECONFIG)")] = ""
+    token_renewal: Annotated[
+        bool,
+        Meta(
+            description="cluster: renew the kubeconfig's ServiceAccount token through TokenRequest at 80 % of its "
+            "lifetime and write it back to the kubeconfig (its directory writable by the analyzer)"
+        ),
+    ] = True
     listen: Annotated[
         str, Meta(description="gRPC address for collector streams (:PORT: every interface; port 0: any free)")
     ] = ":9876"
@@ -136,6 +145,18 @@ def _check(settings: AnalyzerSettings) -> Sequence[Problem]:
         out.append(Problem("tlsCa", "mTLS needs the server certificate too: set tlsCert and tlsKey"))
     out += settings.metrics_web.problems("metricsWeb")
     return out
+
+
+def credential_files(settings: AnalyzerSettings) -> list[CredentialFile]:
+    """The credentials the analyzer loads whose expiry it exposes (the shared bearer token never expires)."""
+    out = []
+    if settings.tls_cert:
+        out.append(CredentialFile("grpc_certificate", "certificate", Path(settings.tls_cert)))
+    if settings.tls_ca:
+        out.append(CredentialFile("grpc_client_ca", "bundle", Path(settings.tls_ca)))
+    if settings.mode == "cluster" and settings.kubeconfig:
+        out.append(CredentialFile("kubeconfig", "kubeconfig", Path(settings.kubeconfig)))
+    return out + settings.metrics_web.credential_files("metrics")
 
 
 SPEC = Spec(

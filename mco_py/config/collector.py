@@ -31,6 +31,7 @@ from mco_py.analysis.guard import GuardRules
 from mco_py.config.loader import Problem, Section, Spec
 from mco_py.config.web import WebSettings
 from mco_py.errors import ConfigError
+from mco_py.obs.credentials import CredentialFile
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 BioBackend = Literal["auto", "libbpf", "bcc", "tracefs", "diskstats", "off"]
@@ -248,6 +249,21 @@ _RENAMED = {
         if field.name != field.encode_name
     },
 }
+
+
+def credential_files(settings: CollectorSettings) -> list[CredentialFile]:
+    """The credentials the collector loads whose expiry it exposes: its /metrics port's (``metricsWeb.tls``)
+    and its streams'."""
+    stream = settings.stream
+    out = settings.metrics_web.credential_files("metrics")
+    if not stream.enabled:
+        return out
+    if stream.tls_cert is not None:
+        out.append(CredentialFile("grpc_certificate", "certificate", stream.tls_cert))
+    if stream.tls_ca is not None:
+        out.append(CredentialFile("grpc_ca", "bundle", stream.tls_ca))
+    return out
+
 
 SPEC = Spec(
     service="collector",

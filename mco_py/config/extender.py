@@ -43,6 +43,7 @@ from mco_py.config.loader import Problem, Section, Spec
 from mco_py.config.web import WebSettings
 from mco_py.errors import ConfigError
 from mco_py.model import SIGNAL_NAMES
+from mco_py.obs.credentials import CredentialFile
 from mco_py.obs.http_app import Limits
 
 DEFAULT_PATH = Path("/etc/mco/extender.yaml")
@@ -67,6 +68,13 @@ class ExtenderSettings(Section, frozen=True):
     kubeconfig: Annotated[
         str, Meta(description="cluster: kubeconfig (empty: in-cluster, then $KUBECONFIG, ~/.kube/config)")
     ] = ""
+    token_renewal: Annotated[
+        bool,
+        Meta(
+            description="cluster: renew the kubeconfig's ServiceAccount token through TokenRequest at 80 % of its "
+            "lifetime and write it back to the kubeconfig (its directory writable by the extender)"
+        ),
+    ] = True
     cr_name: Annotated[str, Meta(min_length=1, description="name of the NodeInterferenceReport")] = "cluster"
     cr_status_ttl_seconds: Annotated[
         float, Meta(gt=0, description="a report older than this is outdated (basic mode), seconds")
@@ -207,6 +215,15 @@ def _check(settings: ExtenderSettings) -> Sequence[Problem]:
             )
         )
     out += settings.web.problems("web")
+    return out
+
+
+def credential_files(settings: ExtenderSettings) -> list[CredentialFile]:
+    """The credentials the extender loads whose expiry it exposes: its port's certificate and client
+    CA (``web.tls``), its kubeconfig's token (cluster mode)."""
+    out = settings.web.credential_files("web")
+    if settings.mode == "cluster" and settings.kubeconfig:
+        out.append(CredentialFile("kubeconfig", "kubeconfig", Path(settings.kubeconfig)))
     return out
 
 

@@ -531,7 +531,8 @@ def add_flags(parser: argparse.ArgumentParser, spec: Spec[Any]) -> None:
             continue
         dest = _FLAG_DEST + leaf.key
         default = f"default {_shown(leaf.default)}; " if leaf.default not in (None, "", ()) else ""
-        text = f"{leaf.help} ({default}env {leaf.env(spec.env_prefix)})"
+        # argparse formats help with %: a description's own "80 %" is text
+        text = f"{leaf.help} ({default}env {leaf.env(spec.env_prefix)})".replace("%", "%%")
         if leaf.is_bool:
             parser.add_argument(leaf.flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif leaf.is_list:

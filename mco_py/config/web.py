@@ -24,6 +24,7 @@ from msgspec import Meta
 
 from mco_py.config.loader import Problem, Section
 from mco_py.errors import ConfigError
+from mco_py.obs.credentials import CredentialFile
 from mco_py.obs.http_security import (
     BasicAuth,
     TLSFileError,
@@ -90,6 +91,16 @@ class WebSettings(Section, frozen=True):
                         "`htpasswd -nBC 10 \"\" | tr -d ':\\n'`",
                     )
                 )
+        return out
+
+    def credential_files(self, name: str) -> list[CredentialFile]:
+        """The port's certificate and client CA, whose expiry the service exposes as ``name``
+        (``<name>_certificate``, ``<name>_client_ca``)."""
+        out = []
+        if self.tls.cert_file is not None:
+            out.append(CredentialFile(f"{name}_certificate", "certificate", self.tls.cert_file))
+        if self.tls.client_ca_file is not None:
+            out.append(CredentialFile(f"{name}_client_ca", "bundle", self.tls.client_ca_file))
         return out
 
     def security(self, prefix: str) -> WebSecurity:

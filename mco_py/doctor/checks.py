@@ -10,10 +10,13 @@ from __future__ import annotations
 import enum
 import math
 import re
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from mco_py.obs.credentials import Validity
 
 
 class Verdict(enum.IntEnum):
@@ -35,6 +38,19 @@ class Check:
     verdict: Verdict
     detail: str
     next_step: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialView:
+    """One credential a part loads, as the probe read its file at ``read_at`` (epoch seconds)."""
+
+    name: str
+    """Its ``credential`` label on ``mco_<part>_credential_expiry_timestamp_seconds``."""
+    path: str
+    read_at: float
+    validity: Validity | None = None
+    error: str = ""
+    """Why the file gave no expiry (unreadable, not a certificate or token)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +76,8 @@ class PartView:
     """Extender: (HTTP status, body) of ``/readyz``; None when it did not answer."""
     settings: Mapping[str, object] = field(default_factory=dict)
     """Settings from its configuration file (the extender's ``crStatusTTLSeconds``)."""
+    credentials: tuple[CredentialView, ...] = ()
+    """The certificates and tokens it loads (:func:`mco_py.config.analyzer.credential_files`)."""
 
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
@@ -100,6 +118,10 @@ def judge(views: list[PartView]) -> list[Check]:
     for view in views:
         samples = _parsed(view)
         out += list(_process_checks(view, samples))
+        out += [
+            credential_check(view.part, c, samples if samples and _is_from(view, samples) else None)
+            for c in view.credentials
+        ]
         if samples is None or not _is_from(view, samples):
             continue
         if view.part == "collector":
@@ -382,3 +404,72 @@ def _extender_checks(view: PartView, samples: Samples) -> Iterator[Check]:
         f"basic mode ({why}): every node passes and scores the same; {age_text}{ttl_text}",
         steps.get(why, "the extender's log says why"),
     )
+
+
+#: A credential warns when less than this is left ...
+WARN_SECONDS_LEFT = 14 * 86400
+#: ... or less than this share of its lifetime, whichever comes first.
+WARN_LIFETIME_LEFT = 0.1
+
+#: What renews each kind of credential (docs/runbooks.md, Credentials expire).
+_RENEW = {
+    "kubeconfig": "the {part} renews its own token at 80 % of its lifetime; if it cannot (its log says why), "
+    "renew it from the controller: `ansible-playbook -i $INV playbooks/mco.yml -e mco_service_token_renew=true` "
+    "(docs/runbooks.md, Renew tokens)",
+    "certificate": "`ansible-playbook -i $INV playbooks/mco.yml --limit <this host>` reissues a certificate with "
+    "less than a third of its term left; `-e mco_pki_rotate=true` reissues it now (docs/runbooks.md, Rotate "
+    "certificates)",
+    "ca": "rotate the CA: docs/runbooks.md, Rotate the CA (new CA trusted everywhere first, then new "
+    "certificates, then the old CA dropped)",
+}
+
+
+def warn_before(validity: Validity) -> float:
+    """Seconds before expiry a credential turns to warn: 14 days, or a tenth of its lifetime when
+    that is longer (a ten-year CA warns a year ahead, time enough to rotate it)."""
+    lifetime = validity.lifetime
+    return max(WARN_SECONDS_LEFT, WARN_LIFETIME_LEFT * lifetime) if not math.isnan(lifetime) else WARN_SECONDS_LEFT
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _left(seconds: float) -> str:
+    return f"{seconds / 86400:.1f} days" if abs(seconds) >= 86400 else f"{seconds / 3600:.1f} h"
+
+
+def _from_metrics(part: str, name: str, samples: Samples | None) -> Validity | None:
+    """The running part's own reading, when this user cannot read the file."""
+    if samples is None:
+        return None
+    found = {}
+    for which in ("expiry", "issued"):
+        for labels, value in samples.get(f"mco_{part}_credential_{which}_timestamp_seconds", []):
+            if labels.get("credential") == name:
+                found[which] = value
+    return Validity(found.get("issued", math.nan), found["expiry"]) if "expiry" in found else None
+
+
+def credential_check(part: str, cred: CredentialView, samples: Samples | None = None) -> Check:
+    """ok, warn (:func:`warn_before`) or fail (expired, or no expiry to read) for one credential, and
+    what renews it."""
+    name = f"{part} credential {cred.name}"
+    kind = "kubeconfig" if cred.name == "kubeconfig" else "ca" if cred.name.endswith("ca") else "certificate"
+    renew = _RENEW[kind].format(part=part)
+    validity = cred.validity or _from_metrics(part, cred.name, samples)
+    if validity is None:
+        return Check(
+            name,
+            Verdict.FAIL,
+            f"{cred.path}: no expiry read ({cred.error or 'unreadable'})",
+            "run mco doctor as root; if the file is missing or damaged, " + renew,
+        )
+    left = validity.not_after - cred.read_at
+    source = "" if cred.validity else " (as the running service reports it)"
+    if left <= 0:
+        return Check(name, Verdict.FAIL, f"{cred.path} expired at {_when(validity.not_after)}{source}", renew)
+    detail = f"{cred.path} expires at {_when(validity.not_after)}, in {_left(left)}{source}"
+    if left < warn_before(validity):
+        return Check(name, Verdict.WARN, detail, renew)
+    return Check(name, Verdict.OK, detail)

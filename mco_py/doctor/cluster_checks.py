@@ -77,6 +77,8 @@ ACCESS: tuple[Access, ...] = (
         (False, "get", "secrets", NAMESPACE),
         (False, "list", "nodes", ""),
         (False, "create", "pods", "default"),
+        (True, "create", "serviceaccounts/mco-analyzer#token", NAMESPACE),
+        (False, "create", "serviceaccounts/mco-scheduler-extender#token", NAMESPACE),
     ),
     *_identity(
         "mco-scheduler-extender",
@@ -93,6 +95,8 @@ ACCESS: tuple[Access, ...] = (
         (False, "get", "secrets", NAMESPACE),
         (False, "get", "configmaps", NAMESPACE),
         (False, "create", "pods#binding", "default"),
+        (True, "create", "serviceaccounts/mco-scheduler-extender#token", NAMESPACE),
+        (False, "create", "serviceaccounts/mco-analyzer#token", NAMESPACE),
     ),
 )
 

@@ -19,9 +19,16 @@ import psutil
 from mco_py.config import analyzer, collector, extender
 from mco_py.config.loader import Loaded, Spec, load, read_document
 from mco_py.config.web import WebSettings
-from mco_py.doctor.checks import PartView
+from mco_py.doctor.checks import CredentialView, PartView
 from mco_py.errors import ConfigError
+from mco_py.obs.credentials import CredentialError, CredentialFile, read_validity
 
+#: part -> the credential files its settings name
+CREDENTIALS: dict[str, Callable[[Any], list[CredentialFile]]] = {
+    "collector": collector.credential_files,
+    "analyzer": analyzer.credential_files,
+    "extender": extender.credential_files,
+}
 #: part -> (configuration file name, how the part reads it)
 PARTS: dict[str, tuple[str, Spec[Any]]] = {
     "collector": ("collector.yaml", collector.SPEC),
@@ -199,7 +206,19 @@ def probe_part(part: str, path: Path, settings: Any, *, timeout: float) -> PartV
         metrics_protected=protected,
         ready=ready,
         settings=settings_of(part, settings),
+        credentials=read_credentials(part, settings, now=time.time()),
     )
+
+
+def read_credentials(part: str, settings: Any, *, now: float) -> tuple[CredentialView, ...]:
+    """The term of every certificate and token the part's settings name, read from their files."""
+    out = []
+    for item in CREDENTIALS[part](settings):
+        try:
+            out.append(CredentialView(item.name, str(item.path), now, read_validity(item.kind, item.path)))
+        except CredentialError as exc:
+            out.append(CredentialView(item.name, str(item.path), now, error=str(exc)))
+    return tuple(out)
 
 
 def settings_of(part: str, settings: Any) -> dict[str, object]:

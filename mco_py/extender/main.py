@@ -12,10 +12,11 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
-from mco_py.config.extender import DEFAULT_PATH, SPEC, ExtenderSettings
+from mco_py.config.extender import DEFAULT_PATH, SPEC, ExtenderSettings, credential_files
 from mco_py.config.loader import Loaded, add_flags, load_with_args, settings_for_main
 from mco_py.errors import ConfigError
 from mco_py.extender.app import ExtenderApp
@@ -23,8 +24,12 @@ from mco_py.extender.source import FileReportSource, NodeLabelCache, NoLabels, W
 from mco_py.extender.wire import MsgspecDecoder
 from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.obs import process
+from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.http import ServerOptions, serve_forever
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
+
+if TYPE_CHECKING:
+    from mco_py.kube.token import TokenRenewer
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +59,12 @@ def run(args: argparse.Namespace) -> int:
 
     labels: NodeLabelCache | NoLabels
     source: FileReportSource | WatchReportSource
+    registry = CollectorRegistry()
+    credentials = CredentialExpiry("extender", credential_files(cfg), registry=registry)
+    renewer: TokenRenewer | None = None
     if cfg.mode == "cluster":
         from mco_py.kube.client import load_api_client  # noqa: PLC0415 - only cluster mode needs the client
+        from mco_py.kube.token import renew_in_background  # noqa: PLC0415
         from mco_py.kube.watch import KubeListWatch  # noqa: PLC0415
 
         try:
@@ -63,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"mco extender: {exc}", file=sys.stderr)
             return 2
+        if cfg.token_renewal and cfg.kubeconfig:
+            renewer = renew_in_background(
+                api, Path(cfg.kubeconfig), on_result=lambda result: credentials.count_renewal("kubeconfig", result)
+            )
         source = WatchReportSource(
             KubeListWatch(api, f"/apis/{GROUP}/{VERSION}/{PLURAL}", field_selector=f"metadata.name={cfg.cr_name}"),
             name=cfg.cr_name,
@@ -80,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         source=source,
         labels=labels,
         decoder=MsgspecDecoder(),
-        registry=CollectorRegistry(),
+        registry=registry,
         volcano_version=cfg.volcano_reply,
     )
     source.start()
@@ -125,5 +138,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         source.stop()
         labels.stop()
+        if renewer is not None:
+            renewer.stop()
     log.info("extender stopped")
     return 0

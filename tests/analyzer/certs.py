@@ -30,19 +30,19 @@ class TestCA:
 
     __test__ = False
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, name: str = "mco-test-ca", file: str = "ca", days: float = 1) -> None:
         self.dir = directory
         self.key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mco-test-ca")])
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         now = datetime.datetime.now(datetime.UTC)
         self.cert = (
             x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
+            .subject_name(subject)
+            .issuer_name(subject)
             .public_key(self.key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
@@ -60,9 +60,9 @@ class TestCA:
             )
             .sign(self.key, hashes.SHA256())
         )
-        self.path = directory / "ca.pem"
+        self.path = directory / f"{file}.pem"
         self.path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
-        key_path = directory / "ca-key.pem"  # for another process to sign with (TestCA.load)
+        key_path = directory / f"{file}-key.pem"  # for another process to sign with (TestCA.load)
         key_path.write_bytes(_key_pem(self.key))
         key_path.chmod(0o600)
 
@@ -88,9 +88,12 @@ class TestCA:
         server: bool,
         organization: str | None = None,
         ips: list[str] | None = None,
+        not_before: datetime.datetime | None = None,
+        not_after: datetime.datetime | None = None,
     ) -> Issued:
         """A certificate (and key) named ``stem`` for ``common_name``; ``organization`` is the subject's O
-        (Kubernetes reads it as the user's group), ``dns`` and ``ips`` the subject alternative names."""
+        (Kubernetes reads it as the user's group), ``dns`` and ``ips`` the subject alternative names; valid
+        from 5 minutes ago for a day unless ``not_before``/``not_after`` say otherwise."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         subject = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
@@ -102,8 +105,8 @@ class TestCA:
             .issuer_name(self.cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
+            .not_valid_before(not_before or now - datetime.timedelta(minutes=5))
+            .not_valid_after(not_after or now + datetime.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
                 x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),

@@ -238,10 +238,11 @@ def test_only_the_leader_writes(api: client.ApiClient) -> None:
     assert status["nodes"][0]["level"] == "High", "the follower's warm state is written at once"
 
 
-def cluster_process(kubeconfig: Path, identity: str) -> Any:
+def cluster_process(kubeconfig: Path, identity: str, *extra: str) -> Any:
     from tests.analyzer.test_main import Process
 
     return Process(
+        *extra,
         "--mode",
         "cluster",
         "--kubeconfig",

@@ -37,6 +37,8 @@ def test_every_setting_has_help_and_one_flag_and_variable_of_its_own(spec: Spec[
     parser = argparse.ArgumentParser()
     add_flags(parser, spec)  # argparse refuses a flag defined twice (old names included)
     assert parser.parse_args([]) is not None
+    shown = parser.format_help()  # `--help` prints every description as written ("80 %" too)
+    assert all(leaf.flag in shown for leaf in all_leaves if not leaf.is_mapping)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.service)

@@ -57,6 +57,8 @@ RUNNERS = (
     # `make collection`, as the user guide says, builds the tarball the collection tests install
     Runner(GUIDE, "Install on a cluster", r"^make collection$", "tests/contracts/test_collection.py"),
     Runner(OPERATIONS, "Alerts", r"^promtool ", "tests/monitoring/test_alerts.py"),
+    Runner(RUNBOOKS, "Credentials expire", r"^mco doctor$", "tests/doctor/test_credentials.py"),
+    Runner(RUNBOOKS, "Rotate the CA", r"mco_pki_ca_rotation=", "tests/roles/test_pki.py"),
     # an existing Volcano switched to mco-plugin and back, on the real API server
     Runner(RUNBOOKS, "Volcano: mco-plugin or the extender", r"ansible-playbook", PLUGIN_ROLE),
     Runner(RUNBOOKS, "Volcano: mco-plugin or the extender", r"^kubectl ", PLUGIN_ROLE),

@@ -129,8 +129,15 @@ class EmulatedAPI:
         history: int = 1000,
         bookmark_interval: float = 1.0,
         token: str | None = None,
+        min_token_seconds: int = 600,
+        accept_issued_tokens: bool = False,
     ) -> None:
         self.host = host
+        self.min_token_seconds = min_token_seconds
+        """TokenRequest's shortest lifetime (600, as the real server; less for renewal tests)."""
+        self.accept_issued_tokens = accept_issued_tokens
+        """Also authenticate the ServiceAccount tokens this server issued, until their ``exp``."""
+        self.issued: dict[str, float] = {}
         self.store = Store(history=history)
         self.bookmark_interval = bookmark_interval
         self.token = token
@@ -237,6 +244,16 @@ class EmulatedAPI:
             self._failures = [r for r in self._failures if r.count > 0]
         return None
 
+    def authenticated(self, header: str | None) -> bool:
+        """The ``Authorization`` header carries this server's token, or (``accept_issued_tokens``) an
+        unexpired token it issued."""
+        if header == f"Bearer {self.token}":
+            return True
+        token = (header or "").removeprefix("Bearer ")
+        with self._lock:
+            expires = self.issued.get(token) if self.accept_issued_tokens else None
+        return expires is not None and time.time() < expires
+
     # ------------------------------------------------------------------ kubeconfig
 
     def kubeconfig(self, namespace: str = "default") -> Obj:
@@ -269,13 +286,25 @@ def start(
     history: int = 1000,
     bookmark_interval: float = 1.0,
     token: str | None = None,
+    min_token_seconds: int = 600,
+    accept_issued_tokens: bool = False,
 ) -> EmulatedAPI:
     """Start an emulated API server in a background thread; ``port=0`` picks a free port (see ``.port``).
 
     ``history`` is how many write events watches can resume from (older: 410 Expired);
-    ``token``, when given, is required as a bearer token (else 401).
+    ``token``, when given, is required as a bearer token (else 401); with ``accept_issued_tokens``
+    the ServiceAccount tokens this server issued (TokenRequest, at least ``min_token_seconds``) are
+    accepted too until they expire.
     """
-    return EmulatedAPI(host, port, history=history, bookmark_interval=bookmark_interval, token=token)
+    return EmulatedAPI(
+        host,
+        port,
+        history=history,
+        bookmark_interval=bookmark_interval,
+        token=token,
+        min_token_seconds=min_token_seconds,
+        accept_issued_tokens=accept_issued_tokens,
+    )
 
 
 # ---------------------------------------------------------------------------- request handling
@@ -356,7 +385,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._path, self._query = path, split.query
         body = self._read_body()
         try:
-            if self.api.token and self.headers.get("Authorization") != f"Bearer {self.api.token}":
+            if self.api.token and not self.api.authenticated(self.headers.get("Authorization")):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             failure = self.api._injected_failure(method, path)
             if failure is not None:
@@ -426,8 +455,9 @@ class _Handler(BaseHTTPRequestHandler):
         account = self.api.store.get(route.rt, route.namespace or "", route.name or "")  # 404 when absent
         request = json.loads(body or b"{}")
         seconds = int((request.get("spec") or {}).get("expirationSeconds") or 3600)
-        if seconds < 600:
-            detail = "may not specify a duration less than 10 minutes"
+        if seconds < self.api.min_token_seconds:
+            least = self.api.min_token_seconds
+            detail = f"may not specify a duration less than {'10 minutes' if least == 600 else f'{least} seconds'}"
             error = FieldError("Invalid", "spec.expirationSeconds", seconds, detail)
             raise E.invalid("authentication.k8s.io", "TokenRequest", route.name or "", [error])
         now = int(time.time())
@@ -447,6 +477,8 @@ class _Handler(BaseHTTPRequestHandler):
             return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
 
         token = f"{part({'alg': 'none'})}.{part(claims)}."
+        with self.api._lock:
+            self.api.issued[token] = float(now + seconds)
         expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + seconds))
         reply = {
             "kind": "TokenRequest",

@@ -6,6 +6,7 @@ promtool commands are docs/operations.md's own (Alerts), run as written.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -64,4 +65,24 @@ def test_every_alert_says_what_broke_and_how_severe() -> None:
     for rule in alerts():
         assert rule["alert"].startswith("MCO"), rule["alert"]
         assert rule["labels"]["severity"] in ("critical", "warning", "info"), rule["alert"]
-        assert set(rule["annotations"]) == {"summary", "description"}, rule["alert"]
+        assert set(rule["annotations"]) - {"runbook_url"} == {"summary", "description"}, rule["alert"]
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a document's headings (lower case, punctuation dropped, spaces to dashes)."""
+    heads = re.findall(r"(?m)^#+ (.+)$", markdown)
+    return {re.sub(r"[^\w\- ]", "", head.strip().lower()).replace(" ", "-") for head in heads}
+
+
+def test_every_runbook_url_leads_to_a_section_of_the_runbooks() -> None:
+    repository = yaml.safe_load((ROOT / "galaxy.yml").read_text())["repository"]
+    sections = anchors((ROOT / "docs" / "runbooks.md").read_text())
+    linked = {rule["alert"]: rule["annotations"].get("runbook_url") for rule in alerts()}
+    assert linked["MCOCredentialExpiringSoon"]
+    assert linked["MCOCredentialExpired"]
+    for alert, url in linked.items():
+        if url is None:
+            continue
+        page, _, anchor = url.partition("#")
+        assert page == f"{repository}/blob/main/docs/runbooks.md", alert
+        assert anchor in sections, f"{alert}: no section #{anchor} in docs/runbooks.md"

@@ -25,6 +25,8 @@ from mco_py.collector.guard.loop import NodeGuard
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus, Total
 from mco_py.extender.metrics import ExtenderMetrics
 from mco_py.model import DimensionScore, Level, NodeAssessment
+from mco_py.obs.credentials import CredentialExpiry, CredentialFile
+from tests.analyzer.certs import TestCA
 from tests.collector.test_guard import Clock, memory_io_tree, set_stall
 
 pytestmark = pytest.mark.skipif(
@@ -120,4 +122,15 @@ def test_the_extender_with_every_family_present() -> None:
     body = generate_latest(registry)
     assert empty_families(body) == []
     assert b'mco_build_info{component="extender"' in body
+    assert problems(body) == []
+
+
+@pytest.mark.parametrize("part", ["collector", "analyzer", "extender"])
+def test_the_credential_expiry_gauges_are_clean(part: str, tmp_path: Path) -> None:
+    ca = TestCA(tmp_path)
+    registry = CollectorRegistry()
+    CredentialExpiry(part, [CredentialFile("grpc_ca", "bundle", ca.path)], registry=registry)
+    body = generate_latest(registry)
+    assert f'mco_{part}_credential_expiry_timestamp_seconds{{credential="grpc_ca"}}'.encode() in body
+    assert f'mco_{part}_credential_issued_timestamp_seconds{{credential="grpc_ca"}}'.encode() in body
     assert problems(body) == []

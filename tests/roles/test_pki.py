@@ -14,9 +14,10 @@ from cryptography.x509.oid import NameOID
 
 from mco_py.analyzer.service import TLSFiles
 from tests.analyzer.test_service import Analyzer, good, stream
+from tests.docs.doc_commands import select
 from tests.rpc import wire
 
-from .helpers import BIN, run
+from .helpers import BIN, REPO, run
 
 PLAYBOOK = """
 - name: Issue the collector's and the analyzer's certificates
@@ -123,3 +124,75 @@ def test_check_mode_says_what_it_would_issue_and_writes_nothing(tmp_path: Path) 
     assert "Would issue localhost's collector" not in out  # issued: predicted by the crypto modules
     assert "(and the CA)" not in out
     assert {p.name: p.read_bytes() for p in pki.iterdir()} == before
+
+
+def certificates(path: Path) -> list[x509.Certificate]:
+    return x509.load_pem_x509_certificates(path.read_bytes())
+
+
+# Seven playbook runs of the PKI role, each under 30 s on an idle 2-core machine.
+@pytest.mark.timeout(900)
+def test_the_ca_rotates_in_three_steps_with_a_stream_flowing_throughout(tmp_path: Path) -> None:
+    """docs/runbooks.md, "Rotate the CA": trust, issue, finish, each a run; the stream never drops."""
+    from tests.analyzer.test_ca_rotation import Streaming, analyzer_on
+
+    documented = select(REPO / "docs" / "runbooks.md", "Rotate the CA", r"mco_pki_ca_rotation=")
+    steps = [command.split("-e ")[-1] for command in documented]
+    assert documented == [f".venv/bin/ansible-playbook -i $INV playbooks/mco.yml -e {step}" for step in steps]
+    assert steps == [f"mco_pki_ca_rotation={step}" for step in ("trust", "issue", "finish")]
+    out, counts = play(tmp_path)
+    assert counts.get("failed") == 0, out
+    pki = tmp_path / "pki"
+    old = cert(pki / "ca.pem")
+    bundle = pki / "trust-bundle.pem"
+    node = ("node-1", bundle, pki / "localhost-collector.pem", pki / "localhost-collector-key.pem")
+    server, port = analyzer_on(pki / "localhost-analyzer.pem", pki / "localhost-analyzer-key.pem", bundle)
+    opened: list[Streaming] = []
+    try:
+        opened.append(Streaming(port, files=node))
+        steady = opened[0]
+        assert steady.flows()
+
+        out, counts = play(tmp_path, "-e", steps[0])  # the runbook's steps, the role as playbooks/mco.yml runs it
+        assert counts.get("failed") == 0, out
+        new = cert(pki / "ca-next.pem")
+        assert [c.subject for c in certificates(bundle)] == [old.subject, new.subject]
+        assert cert(pki / "localhost-collector.pem").issuer == old.subject  # certificates stay
+        assert steady.flows()
+        opened.append(Streaming(port, files=node))
+        assert opened[-1].flows()
+
+        out, counts = play(tmp_path, "-e", steps[1])
+        assert counts.get("failed") == 0, out
+        for component in ("collector", "analyzer"):
+            assert cert(pki / f"localhost-{component}.pem").issuer == new.subject, component
+        assert len(certificates(bundle)) == 2
+        assert steady.flows()
+        opened.append(Streaming(port, files=node))
+        assert opened[-1].flows()
+        out, counts = play(tmp_path)  # a plain run in between keeps the step
+        assert counts.get("changed") == 0, out
+
+        out, counts = play(tmp_path, "-e", steps[2])
+        assert counts.get("failed") == 0, out
+        assert [c.subject for c in certificates(bundle)] == [new.subject]
+        assert cert(pki / "ca.pem") == new
+        assert cert(pki / "ca-old.pem") == old
+        assert steady.flows()
+        opened.append(Streaming(port, files=node))
+        assert opened[-1].flows()
+        out, counts = play(tmp_path, "-e", "mco_pki_ca_rotation=finish")  # finishing again changes nothing
+        assert counts.get("changed") == 0, out
+        assert steady.stream.status().reconnects == 0
+    finally:
+        for one in opened:
+            one.close()
+        server.stop(0)
+
+
+def test_a_rotation_step_out_of_order_is_refused(tmp_path: Path) -> None:
+    assert play(tmp_path)[1].get("failed") == 0
+    out, counts = play(tmp_path, "-e", "mco_pki_ca_rotation=issue")
+    assert counts.get("failed") == 1, out
+    assert "cannot follow the step" in out
+    assert "run trust (the new CA in every bundle), then issue" in out

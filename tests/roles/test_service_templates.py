@@ -27,7 +27,7 @@ def test_the_analyzer_role_writes_what_the_analyzer_reads(tmp_path: Path, mode: 
     assert (settings.mode, settings.listen, settings.metrics_port) == (mode, "10.0.0.5:9876", 9878)
     assert (settings.tls_cert, settings.tls_ca) == ("/etc/mco/pki/analyzer.pem", "/etc/mco/pki/ca.pem")
     assert settings.guard_pods is (mode == "cluster")
-    assert settings.kubeconfig == ("/etc/mco/analyzer.kubeconfig" if mode == "cluster" else "")
+    assert settings.kubeconfig == ("/var/lib/mco/credentials/analyzer.kubeconfig" if mode == "cluster" else "")
     assert settings.namespace == "mco-system"
 
 
@@ -41,3 +41,22 @@ def test_the_analyzer_follows_the_namespace_mco_crds_installs_into(tmp_path: Pat
     )  # fmt: skip
     settings = load(analyzer.SPEC, document=parse_document(text, "analyzer.yaml"), source="analyzer.yaml").settings
     assert settings.namespace == "platform-mco"
+
+
+@pytest.mark.parametrize(("role", "unit"), [("mco_analyzer", "analyzer"), ("mco_scheduler_extender", "extender")])
+@pytest.mark.parametrize("mode", ["standalone", "cluster"])
+def test_in_cluster_mode_the_service_may_rewrite_its_kubeconfig_and_nothing_else_of_etc(
+    tmp_path: Path, role: str, unit: str, mode: str
+) -> None:
+    """It renews its ServiceAccount token and writes the kubeconfig back (mco_py/kube/token.py)."""
+    text = render_template(
+        role,
+        f"mco-{unit}.service.j2",
+        tmp_path / f"mco-{unit}.service",
+        {f"{role}_mode": mode, "ansible_host": "10.0.0.5", "inventory_hostname": "ctl-1",
+         "mco_insecure_plaintext_grpc": False},
+    )  # fmt: skip
+    writable = [line.partition("=")[2] for line in text.splitlines() if line.startswith("ReadWritePaths=")]
+    assert "ProtectSystem=strict" in text
+    assert ("/var/lib/mco/credentials" in writable) == (mode == "cluster")
+    assert not any(path.startswith("/etc") for path in writable)
