@@ -27,8 +27,10 @@ test: setup
 proto: setup
 	@$(PY) scripts/gen_proto.py
 
-# The Ansible collection manycore.mco (with the mco_py wheelhouse) for ansible-galaxy.
-collection: setup
+# The Ansible collection manycore.mco (the mco_py wheel and its runtime locks) for ansible-galaxy.
+# Needs only the build packages (setup.sh --build), not the test tools.
+collection:
+	@scripts/setup.sh --build
 	@$(PY) scripts/build_collection.py
 
 # Volcano's vc-scheduler and kube-scheduler with mco-plugin (scheduler/), and an image archive of each;
