@@ -8,10 +8,12 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.specifiers import SpecifierSet
 
 import mco_py
 from tests.docs.doc_commands import select
@@ -24,6 +26,15 @@ def test_the_collection_and_mco_py_have_one_version() -> None:
     galaxy = yaml.safe_load((ROOT / "galaxy.yml").read_text())
     assert (galaxy["namespace"], galaxy["name"], galaxy["version"]) == ("manycore", "mco", mco_py.__version__)
     assert f"## {mco_py.__version__}" in (ROOT / "CHANGELOG.md").read_text()
+
+
+@pytest.mark.parametrize("later", ["2.20.0", "2.21.4", "2.22.0", "3.0.0"])
+def test_requires_ansible_takes_the_tested_ansible_core_and_later_ones(later: str) -> None:
+    wanted = SpecifierSet(yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())["requires_ansible"])
+    tested = dict(pin.split("==") for pin in (ROOT / "requirements" / "build.txt").read_text().split() if "==" in pin)
+    assert wanted.contains(tested["ansible-core"])
+    assert wanted.contains(metadata.version("ansible-core"))
+    assert wanted.contains(later)
 
 
 def test_requirements_yml_asks_for_what_galaxy_yml_depends_on() -> None:
