@@ -16,6 +16,7 @@ import yaml
 from packaging.specifiers import SpecifierSet
 
 import mco_py
+from tests.contracts.checkout import checkout_copy
 from tests.docs.doc_commands import select
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ BIN = Path(sys.executable).parent
 def test_the_collection_and_mco_py_have_one_version() -> None:
     galaxy = yaml.safe_load((ROOT / "galaxy.yml").read_text())
     assert (galaxy["namespace"], galaxy["name"], galaxy["version"]) == ("manycore", "mco", mco_py.__version__)
-    assert f"## {mco_py.__version__}" in (ROOT / "CHANGELOG.md").read_text()
+    assert f"\n## [{mco_py.__version__}] - " in (ROOT / "CHANGELOG.md").read_text()
 
 
 @pytest.mark.parametrize("later", ["2.20.0", "2.21.4", "2.22.0", "3.0.0"])
@@ -48,22 +49,6 @@ GALAXY_MAX_BYTES = 20 * 1024 * 1024
 #: Stand-ins for Debian's package tools: they log each call and fail, so a build that reaches for
 #: them (as the full `make setup` does as root) is seen.
 FAKE_TOOL = '#!/bin/sh\necho "$(basename "$0") $*" >> "$MCO_FAKE_LOG"\nexit 1\n'
-
-
-def checkout_copy(into: Path) -> Path:
-    """The repository's files (tracked and new, as git lists them) without .venv, .run or dist."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    )
-    for name in filter(None, listed.stdout.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file() and not source.is_symlink():
-            (into / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, into / name)
-    return into
 
 
 @pytest.fixture(scope="module")
