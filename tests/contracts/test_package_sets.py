@@ -76,6 +76,20 @@ def test_the_node_archive_holds_the_node_set_only(wheelhouse: Path) -> None:
     assert "kubernetes" not in lock
 
 
+def test_each_set_names_its_own_build(wheelhouse: Path) -> None:
+    """venv_check.py compares the venv's recorded build with the archive's: a host moved from one set
+    to the other must not count as current."""
+    stamps = []
+    for name in ("node", "control"):
+        with tarfile.open(wheelhouse / f"{name}.tar") as tar:
+            stamp = tar.extractfile(".source-sha256")
+            assert stamp is not None
+            stamps.append(stamp.read().decode().strip())
+    assert stamps[0].endswith("-node")
+    assert stamps[1].endswith("-control")
+    assert stamps[0].removesuffix("-node") == stamps[1].removesuffix("-control")
+
+
 def test_a_collector_only_host_installs_the_node_set_and_runs_the_collector(wheelhouse: Path, tmp_path: Path) -> None:
     """What mco_common does on a node: the node archive, pip with no index, then the collector runs."""
     unpacked = tmp_path / "wheelhouse"

@@ -71,6 +71,7 @@ def normal(name: str) -> str:
 
 def source_hash(source: Path, arch: str) -> str:
     h = hashlib.sha256(f"{arch} {PYTHON} {' '.join(PLATFORMS[arch])}\n".encode())
+    h.update(Path(__file__).read_bytes())  # a change to how archives are made makes new ones
     files = sorted((source / "requirements").glob("*.txt"))
     if (source / "pyproject.toml").is_file():
         files.append(source / "pyproject.toml")
@@ -151,20 +152,20 @@ def build(source: Path, out: Path, arch: str) -> str:
         old.unlink()
     mco_py = mco_py_wheel(source, wheels)
     download(source, wheels, arch)
-    (tmp / ".source-sha256").write_text(digest + "\n")
     counts = []
     for name in SETS:
         wanted = pins(source / "requirements" / f"{name}.txt")
-        lock = tmp / f"{name}-runtime.txt"
-        lock.write_text(f"# MCO's {name} set for {arch}\n" + "".join(f"{n}=={v}\n" for n, v in wanted))
-        runtime = tmp / "runtime.txt"
-        shutil.copy2(lock, runtime)
-        files = [mco_py, runtime, tmp / ".source-sha256", *(wheel_for(wheels, n, v) for n, v in wanted)]
+        (tmp / name).mkdir()
+        runtime = tmp / name / "runtime.txt"
+        runtime.write_text(f"# MCO's {name} set for {arch}\n" + "".join(f"{n}=={v}\n" for n, v in wanted))
+        # the set in the build's name: a host moved to the other set is not "current" (venv_check.py)
+        (tmp / name / ".source-sha256").write_text(f"{digest}-{name}\n")
+        files = [mco_py, runtime, tmp / name / ".source-sha256", *(wheel_for(wheels, n, v) for n, v in wanted)]
         archive(files, tmp / f"{name}.tar")
         counts.append(f"{name}: {len(files) - 2} wheels")
     for name in SETS:
         (tmp / f"{name}.tar").replace(out / f"{name}.tar")
-    (tmp / ".source-sha256").replace(stamp)
+    stamp.write_text(digest + "\n")
     shutil.rmtree(tmp)
     return f"built {out} ({', '.join(counts)})"
 
