@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup test proto run stop report diagnostics clean collection schedulers images
+.PHONY: help setup test proto run stop report diagnostics clean collection release schedulers images
 
 help:
 	@echo "make run    - set up, deploy MCO to this host (standalone) and show the report"
@@ -14,6 +14,7 @@ help:
 	@echo "make setup  - create .venv, install pinned packages and Ansible collections"
 	@echo "make proto  - regenerate the gRPC stubs from proto/"
 	@echo "make collection - build the Ansible collection manycore.mco into dist/"
+	@echo "make release VERSION=X.Y.Z - check the CHANGELOG and versions, tag vX.Y.Z, build its collection"
 	@echo "make schedulers - build vc-scheduler and kube-scheduler with mco-plugin, and their image archives"
 	@echo "make images - build the test pods' image archives (docs/images.md)"
 
@@ -27,8 +28,18 @@ test: setup
 proto: setup
 	@$(PY) scripts/gen_proto.py
 
-# The Ansible collection manycore.mco (with the mco_py wheelhouse) for ansible-galaxy.
-collection: setup
+# The Ansible collection manycore.mco (the mco_py wheel and its runtime locks) for ansible-galaxy.
+# Needs only the build packages (setup.sh --build), not the test tools.
+collection:
+	@scripts/setup.sh --build
+	@$(PY) scripts/build_collection.py
+
+# A release (scripts/release.py: `prepare` first, commit, then this): the checks, the annotated tag
+# vX.Y.Z, and dist/manycore-mco-X.Y.Z.tar.gz built from the tagged tree. Pushes nothing.
+release:
+	@test -n "$(VERSION)" || { echo "make release VERSION=X.Y.Z (scripts/release.py prepare X.Y.Z first)" >&2; exit 2; }
+	@scripts/setup.sh --build
+	@$(PY) scripts/release.py tag $(VERSION)
 	@$(PY) scripts/build_collection.py
 
 # Volcano's vc-scheduler and kube-scheduler with mco-plugin (scheduler/), and an image archive of each;

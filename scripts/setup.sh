@@ -2,12 +2,35 @@
 # One-step, idempotent set-up: .venv with the pinned packages, the Ansible
 # collections, the generated gRPC stubs' tooling and (as root) Debian packages.
 # A second run does nothing slow: every step is keyed by a stamp of its inputs.
+#
+# setup.sh --build: only what building the collection needs (`make collection`):
+# .venv with requirements/build.txt; no Debian packages, no test or benchmark tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3.11}
 VENV=.venv
 say() { printf 'setup: %s\n' "$*"; }
+# The inputs of the full venv's stamp (.venv/.mco-stamp).
+venv_inputs() { cat requirements/node.txt requirements/control.txt requirements/build.txt requirements/dev.txt pyproject.toml; }
+
+case "${1:-}" in
+  "") ;;
+  --build)
+    command -v "$PYTHON" >/dev/null || { echo "setup: $PYTHON not found; install Python 3.11 (Debian: apt-get install python3.11-venv)" >&2; exit 1; }
+    [ -x "$VENV/bin/python" ] || { say "creating $VENV with $($PYTHON --version)"; "$PYTHON" -m venv "$VENV"; }
+    full=$(venv_inputs | sha256sum | cut -d' ' -f1)
+    want=$(cat requirements/build.txt | sha256sum | cut -d' ' -f1)
+    if [ "$(cat "$VENV/.mco-stamp" 2>/dev/null)" = "$full" ] || [ "$(cat "$VENV/.mco-build-stamp" 2>/dev/null)" = "$want" ]; then
+      say "build packages up to date"
+    else
+      say "installing the build packages (requirements/build.txt)"
+      "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements/build.txt 2> >(grep -v '^WARNING: Location' >&2)
+      echo "$want" > "$VENV/.mco-build-stamp"
+    fi
+    exit 0 ;;
+  *) echo "setup: unknown argument ${1}; usage: setup.sh [--build]" >&2; exit 2 ;;
+esac
 
 # --- Debian packages (root only) -------------------------------------------
 debs=$(grep -vE '^\s*(#|$)' requirements/debian.txt | tr '\n' ' ')
@@ -41,7 +64,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   say "creating $VENV with $($PYTHON --version)"
   "$PYTHON" -m venv "$VENV"
 fi
-want=$(cat requirements/runtime.txt requirements/dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(venv_inputs | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$VENV/.mco-stamp" 2>/dev/null)" != "$want" ]; then
   say "installing pinned Python packages (requirements/dev.txt)"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements/dev.txt 2> >(grep -v '^WARNING: Location' >&2)

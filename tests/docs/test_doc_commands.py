@@ -56,6 +56,7 @@ RUNNERS = (
     Runner(RUNBOOKS, "Troubleshoot", r"^make diagnostics$", RUN),
     # `make collection`, as the user guide says, builds the tarball the collection tests install
     Runner(GUIDE, "Install on a cluster", r"^make collection$", "tests/contracts/test_collection.py"),
+    Runner(GUIDE, "Install on a cluster", r"build_wheelhouse[.]py", "tests/contracts/test_collection.py"),
     Runner(OPERATIONS, "Alerts", r"^promtool ", "tests/monitoring/test_alerts.py"),
     Runner(RUNBOOKS, "Credentials expire", r"^mco doctor$", "tests/doctor/test_credentials.py"),
     Runner(RUNBOOKS, "Rotate the CA", r"mco_pki_ca_rotation=", "tests/roles/test_pki.py"),
