@@ -16,7 +16,7 @@ description:
     less if the server caps it.
   - Writes a kubeconfig with the same server and CA and only that token into
     O(dest_dir) (mode 0600), named after the account and the server, and returns its path.
-  - Keeps the file (no request) while its token belongs to that account (the same UID: a
+  - Keeps the file (no request) while its token belongs to that account (the same UID; a
     ServiceAccount deleted and made again, as by an uninstall and a new install, invalidates
     its old tokens) and server and has more than a third of O(expiration_seconds) left,
     unless O(renew).

@@ -1,4 +1,4 @@
-"""Every filter of the collection has documentation ansible-doc shows, and it names the filter's parameters."""
+"""Every filter and module of the collection has documentation ansible-doc shows; a filter's names its parameters."""
 
 from __future__ import annotations
 
@@ -78,3 +78,16 @@ def test_ansible_doc_lists_every_filter_of_the_collection() -> None:
 
 def test_each_doc_file_documents_a_filter() -> None:
     assert sorted(p.stem for p in FILTERS.glob("*.yml")) == FILTER_NAMES
+
+
+MODULES = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_ansible_doc_shows_each_module(name: str) -> None:
+    proc = run([str(BIN / "ansible-doc"), "-t", "module", "--json", f"manycore.mco.{name}"])
+    assert proc.returncode == 0, proc.stderr
+    assert "[WARNING]" not in proc.stderr, proc.stderr
+    doc = json.loads(proc.stdout)[f"manycore.mco.{name}"]["doc"]
+    assert doc["module"] == name
+    assert doc["short_description"]
