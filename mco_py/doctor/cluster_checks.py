@@ -115,13 +115,16 @@ GUARD_PODS_ACCESS: tuple[Access, ...] = _identity(
 GUARD_PODS_PROBE = GUARD_PODS_ACCESS[0]
 
 
-def access_table(guard_pods: bool) -> tuple[Access, ...]:
-    """The questions and the answers expected, for an install without or with ``mco_guard_pods``."""
+def access_table(guard_pods: bool, namespace: str = NAMESPACE) -> tuple[Access, ...]:
+    """The questions and the answers expected, for an install without or with ``mco_guard_pods``, its
+    namespaced objects in ``namespace`` (``mco_crds_namespace``)."""
     if not guard_pods:
-        return (*ACCESS, replace(GUARD_PODS_PROBE, expected=False))
-    replaced = {(a.identity, a.verb, a.resource, a.namespace) for a in GUARD_PODS_ACCESS}
-    kept = tuple(a for a in ACCESS if (a.identity, a.verb, a.resource, a.namespace) not in replaced)
-    return (*kept, *GUARD_PODS_ACCESS)
+        table = (*ACCESS, replace(GUARD_PODS_PROBE, expected=False))
+    else:
+        replaced = {(a.identity, a.verb, a.resource, a.namespace) for a in GUARD_PODS_ACCESS}
+        kept = tuple(a for a in ACCESS if (a.identity, a.verb, a.resource, a.namespace) not in replaced)
+        table = (*kept, *GUARD_PODS_ACCESS)
+    return tuple(replace(a, namespace=namespace) if a.namespace == NAMESPACE else a for a in table)
 
 
 def judge_cluster(view: ClusterView, *, ttl: float) -> list[Check]:
@@ -129,11 +132,15 @@ def judge_cluster(view: ClusterView, *, ttl: float) -> list[Check]:
     ``crStatusTTLSeconds``)."""
     checks = [_crd(view.crd)]
     if not view.reachable:  # a configuration file given on the command line needs no API server
-        return checks + list(kube_scheduler_checks(Read(), view.kube_scheduler_files, view.extender_answers))
+        return checks + list(
+            kube_scheduler_checks(Read(), view.kube_scheduler_files, view.extender_answers, view.namespace)
+        )
     checks += _report(view, ttl)
-    checks.append(_lease(view.lease, view.now))
+    checks.append(_lease(view.lease, view.now, view.namespace))
     checks += volcano_checks(view.volcano_conf, view.volcano_deployment)
-    checks += kube_scheduler_checks(view.kube_scheduler_conf, view.kube_scheduler_files, view.extender_answers)
+    checks += kube_scheduler_checks(
+        view.kube_scheduler_conf, view.kube_scheduler_files, view.extender_answers, view.namespace
+    )
     checks += _kata(view.runtime_class, view.nodes)
     checks += _access(view.access)
     return checks
@@ -284,15 +291,15 @@ def _coverage(entries: Mapping[str, NodeAssessment], nodes: Read) -> Iterator[Ch
         yield Check(name, Verdict.OK, detail)
 
 
-def _lease(read: Read, now: float) -> Check:
+def _lease(read: Read, now: float, namespace: str) -> Check:
     name = "analyzer leader"
     if read.error:
-        return unreadable_check(name, f"Lease {NAMESPACE}/{LEASE_NAME}", read)
+        return unreadable_check(name, f"Lease {namespace}/{LEASE_NAME}", read)
     if read.doc is None:
         return Check(
             name,
             Verdict.FAIL,
-            f"no Lease {NAMESPACE}/{LEASE_NAME}: no cluster-mode analyzer has ever led",
+            f"no Lease {namespace}/{LEASE_NAME}: no cluster-mode analyzer has ever led",
             "start the analyzer (`systemctl start mco-analyzer` on a control host; docs/runbooks.md)",
         )
     spec = json_get(read.doc, "spec") or {}

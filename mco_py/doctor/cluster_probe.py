@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -45,8 +46,10 @@ from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 class Api:
     """JSON GETs and POSTs through a configured ``ApiClient`` (its TLS, token and proxy settings)."""
 
-    def __init__(self, api_client: client.ApiClient, *, timeout: float) -> None:
+    def __init__(self, api_client: client.ApiClient, *, timeout: float, namespace: str = NAMESPACE) -> None:
         self._api = api_client
+        self.namespace = namespace
+        """MCO's namespace: its ServiceAccounts' (the identities :meth:`may` asks about)."""
         self._timeout = timeout
         self._server_offset: float | None = None
         """The API server's clock minus this machine's (from its answers' Date header): ages are
@@ -99,8 +102,12 @@ class Api:
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
             "spec": {
-                "user": f"system:serviceaccount:{NAMESPACE}:{question.identity}",
-                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}", "system:authenticated"],
+                "user": f"system:serviceaccount:{self.namespace}:{question.identity}",
+                "groups": [
+                    "system:serviceaccounts",
+                    f"system:serviceaccounts:{self.namespace}",
+                    "system:authenticated",
+                ],
                 "resourceAttributes": attributes,
             },
         }
@@ -128,9 +135,14 @@ def read_scheduler_file(path: Path) -> SchedulerFile:
 
 
 def extender_answer(url: str, *, timeout: float) -> str:
-    """'' when the host and port of ``url`` answer HTTP (``GET /readyz``, straight, without a proxy),
-    else why not."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    """'' when the host and port of ``url`` answer HTTP (``GET /readyz``, straight, without a proxy;
+    over TLS for ``https``, the certificate not judged here: the entry's tlsConfig is), else why not."""
+    reach_only = ssl.create_default_context()
+    reach_only.check_hostname = False
+    reach_only.verify_mode = ssl.CERT_NONE
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=reach_only)
+    )
     try:
         parts = urlsplit(url)
         with opener.open(f"{parts.scheme}://{parts.netloc}/readyz", timeout=timeout):
@@ -138,9 +150,27 @@ def extender_answer(url: str, *, timeout: float) -> str:
     except urllib.error.HTTPError:  # an HTTP answer: something serves there
         return ""
     except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ssl.SSLError):
+            return _tls_answer(exc.reason)
         return str(exc.reason)
+    except ssl.SSLError as exc:
+        return _tls_answer(exc)
     except (OSError, ValueError, http.client.HTTPException) as exc:
         return str(exc) or type(exc).__name__
+
+
+def _tls_answer(exc: ssl.SSLError) -> str:
+    """'' for a TLS server that wants a client certificate (it answers; the scheduler presents one), else why
+    the handshake failed."""
+    text = str(exc)
+    if "CERTIFICATE_REQUIRED" in text or "certificate required" in text:
+        return ""
+    if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
+        return (
+            "it answers plain HTTP, not TLS: turn on the extender's TLS (mco_scheduler_extender_tls_*) or "
+            "use an http:// urlPrefix"
+        )
+    return f"TLS handshake failed: {text}"
 
 
 def probe_cluster(
@@ -158,7 +188,12 @@ def probe_cluster(
     if crd.error and not crd.error.startswith(("HTTP 403", "HTTP 5")):  # unreachable, or not let in at all
         answers = extender_answers([f.text for f in files], api.timeout)
         return ClusterView(
-            now=api.now(wall), crd=crd, kube_scheduler_files=files, extender_answers=answers, reachable=False
+            now=api.now(wall),
+            namespace=api.namespace,
+            crd=crd,
+            kube_scheduler_files=files,
+            extender_answers=answers,
+            reachable=False,
         )
     report = api.read(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{REPORT_NAME}")
     index = report.doc.get("status", {}).get("shards") if isinstance(report.doc, dict) else None
@@ -168,7 +203,7 @@ def probe_cluster(
         else Read()
     )
     nodes = api.read("/api/v1/nodes")
-    lease = api.read(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE_NAME}")
+    lease = api.read(f"/apis/coordination.k8s.io/v1/namespaces/{api.namespace}/leases/{LEASE_NAME}")
     progress("reading Volcano's scheduler configuration and the Kata RuntimeClass")
     volcano_conf = api.read(f"/api/v1/namespaces/{VOLCANO_NAMESPACE}/configmaps/{VOLCANO_CONFIGMAP}")
     deployment = (
@@ -178,14 +213,15 @@ def probe_cluster(
     )
     runtime_class = api.read(f"/apis/node.k8s.io/v1/runtimeclasses/{quote(KATA_RUNTIME_CLASS)}")
     progress("reading kube-scheduler's configuration and calling the extender URLs it names")
-    kube_scheduler = api.read(f"/api/v1/namespaces/{NAMESPACE}/configmaps/{KUBE_SCHEDULER_CONFIGMAP}")
+    kube_scheduler = api.read(f"/api/v1/namespaces/{api.namespace}/configmaps/{KUBE_SCHEDULER_CONFIGMAP}")
     ours = json_get(kube_scheduler.doc, "data", KUBE_SCHEDULER_CONFIGMAP_KEY)
     answers = extender_answers([ours if isinstance(ours, str) else None, *(f.text for f in files)], api.timeout)
     progress("asking the authorizer what each MCO identity may do")
     guard_pods = api.may(GUARD_PODS_PROBE)[0] is True  # the analyzer may list Pods: mco_guard_pods is on
-    access = [(question, *api.may(question)) for question in access_table(guard_pods)]
+    access = [(question, *api.may(question)) for question in access_table(guard_pods, api.namespace)]
     return ClusterView(
         now=api.now(wall),
+        namespace=api.namespace,
         crd=crd,
         report=report,
         shards=shards,

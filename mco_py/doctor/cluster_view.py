@@ -11,6 +11,7 @@ from typing import Any
 from mco_py.doctor.checks import Check, Verdict
 from mco_py.model import GROUP, PLURAL
 
+#: Where the mco_crds role puts MCO's namespaced objects by default (``mco_crds_namespace``).
 NAMESPACE = "mco-system"
 CRD_NAME = f"{PLURAL}.{GROUP}"
 REPORT_NAME = "cluster"
@@ -91,6 +92,8 @@ class ClusterView:
     """What the probe read; ``now`` is when (seconds since the Unix epoch)."""
 
     now: float
+    namespace: str = NAMESPACE
+    """The namespace of MCO's Lease, ConfigMaps and ServiceAccounts (``mco_crds_namespace``)."""
     crd: Read = field(default_factory=Read)
     report: Read = field(default_factory=Read)
     shards: Read = field(default_factory=Read)

@@ -60,7 +60,7 @@ def mco_extender_urls(text: str | None) -> list[str]:
 
 
 def kube_scheduler_checks(
-    configmap: Read, files: Sequence[SchedulerFile], answers: Mapping[str, str]
+    configmap: Read, files: Sequence[SchedulerFile], answers: Mapping[str, str], namespace: str = NAMESPACE
 ) -> Iterator[Check]:
     """One check per configuration: MCO's kube-scheduler's ConfigMap when it exists (pod network), and each
     file given (the cluster's kube-scheduler: host network). ``answers``: urlPrefix -> '' when its host and
@@ -69,12 +69,12 @@ def kube_scheduler_checks(
         yield Check(
             NAME,
             Verdict.FAIL,
-            f"cannot read ConfigMap {NAMESPACE}/{KUBE_SCHEDULER_CONFIGMAP}: {configmap.error}",
+            f"cannot read ConfigMap {namespace}/{KUBE_SCHEDULER_CONFIGMAP}: {configmap.error}",
             "check the kubeconfig (--kubeconfig, $KUBECONFIG) and that this user may read it",
         )
     elif configmap.doc is not None:
         text = json_get(configmap.doc, "data", KUBE_SCHEDULER_CONFIGMAP_KEY)
-        source = f"{NAMESPACE}/{KUBE_SCHEDULER_CONFIGMAP}"
+        source = f"{namespace}/{KUBE_SCHEDULER_CONFIGMAP}"
         yield _judge(source, text if isinstance(text, str) else None, answers, host_network=False, step=ROLE_STEP)
     for file in files:
         if file.error:
@@ -159,8 +159,6 @@ def _address_problems(url: str, *, host_network: bool) -> Iterator[str]:
             f"{host} is a cluster DNS name: a kube-scheduler on the host network resolves names with the node's "
             "resolver and cannot reach it (use the Service's ClusterIP or the extender host's address)"
         )
-    if parts.scheme == "https":
-        yield "an https:// urlPrefix, but mco extender serves plain HTTP: every call fails its TLS handshake"
 
 
 def _call_problems(entry: Mapping[str, Any]) -> Iterator[str]:

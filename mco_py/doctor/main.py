@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mco_py.doctor.checks import Check, PartView, Verdict, judge
+from mco_py.doctor.cluster_view import NAMESPACE
 from mco_py.doctor.probe import PARTS, probe_host, read_settings
 from mco_py.errors import ConfigError, MCOError
 
@@ -65,6 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     cluster.add_argument("--kubeconfig", help="kubeconfig (else $KUBECONFIG, in-cluster, ~/.kube/config)")
     cluster.add_argument("--context", help="kubeconfig context")
+    cluster.add_argument(
+        "--namespace",
+        help="MCO's namespace, mco_crds_namespace (default: from <config-dir>/analyzer.yaml, else mco-system)",
+    )
     cluster.add_argument(
         "--ttl",
         type=float,
@@ -121,10 +126,22 @@ def _cluster_checks(args: argparse.Namespace, progress: Callable[[str], None]) -
             Check("kubeconfig", Verdict.FAIL, str(exc), "pass --kubeconfig, or set $KUBECONFIG"),
             *kube_scheduler_checks(Read(), files, answers),
         ]
+    namespace = args.namespace or mco_namespace(args.config_dir)
     view = probe_cluster(
-        Api(api, timeout=args.timeout), kube_scheduler_files=args.kube_scheduler_config, progress=progress
+        Api(api, timeout=args.timeout, namespace=namespace),
+        kube_scheduler_files=args.kube_scheduler_config,
+        progress=progress,
     )
     return judge_cluster(view, ttl=args.ttl if args.ttl is not None else _extender_ttl(args.config_dir))
+
+
+def mco_namespace(config_dir: Path) -> str:
+    """The namespace this host's analyzer uses (its rules ConfigMap and Lease), else the default."""
+    path = config_dir / "analyzer.yaml"
+    try:
+        return str(read_settings("analyzer", path).settings.namespace) if path.is_file() else NAMESPACE
+    except ConfigError:
+        return NAMESPACE
 
 
 def _extender_ttl(config_dir: Path) -> float:

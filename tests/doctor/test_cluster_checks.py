@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from mco_py.doctor.checks import Check, Verdict
 from mco_py.doctor.cluster_checks import ACCESS, GUARD_PODS_PROBE, access_table, judge_cluster
 from mco_py.doctor.cluster_view import KATA_LABEL, KVM_LABEL, ClusterView, Read
+from mco_py.doctor.main import mco_namespace
 from mco_py.doctor.volcano_checks import go_duration_seconds
 from mco_py.report.shards import shard_index
 from tests.cluster.cluster import free_port
@@ -505,3 +506,23 @@ def test_a_sharded_report_is_read_from_its_shards_with_the_changes_laid_over() -
     got = verdicts(judge_cluster(view, ttl=TTL))
     assert got["report shards"][0] is Verdict.FAIL
     assert "HTTP 403" in got["report shards"][1]
+
+
+def test_an_install_in_another_namespace_is_asked_about_and_named_there() -> None:
+    table = access_table(False, "platform-mco")
+    namespaces = {a.namespace for a in table}
+    assert "mco-system" not in namespaces
+    assert {"platform-mco", "default", ""} <= namespaces
+    assert ("mco-analyzer", "update", "leases.coordination.k8s.io/mco-analyzer", "platform-mco") in {
+        (a.identity, a.verb, a.resource, a.namespace) for a in table
+    }
+    checks = verdicts(judge_cluster(replace(healthy(), namespace="platform-mco", lease=Read()), ttl=30))
+    assert "no Lease platform-mco/mco-analyzer" in checks["analyzer leader"][1]
+
+
+def test_doctor_takes_mcos_namespace_from_the_analyzers_file(tmp_path: Path) -> None:
+    assert mco_namespace(tmp_path) == "mco-system"
+    (tmp_path / "analyzer.yaml").write_text("mode: cluster\nnamespace: platform-mco\n")
+    assert mco_namespace(tmp_path) == "platform-mco"
+    (tmp_path / "analyzer.yaml").write_text("mode: [not, a, mode]\n")
+    assert mco_namespace(tmp_path) == "mco-system"

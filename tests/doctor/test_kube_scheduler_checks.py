@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import ssl
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ from mco_py.doctor.checks import Check, Verdict
 from mco_py.doctor.cluster_probe import extender_answer, read_scheduler_file
 from mco_py.doctor.cluster_view import Read, SchedulerFile
 from mco_py.doctor.kube_scheduler_checks import kube_scheduler_checks, mco_extender_urls
+from tests.analyzer.certs import TestCA
 from tests.cluster.cluster import free_port
 from tests.docs.examples import render_kube_scheduler_entry
 
@@ -92,7 +94,7 @@ def test_the_same_name_in_mcos_own_kube_scheduler_pod_is_fine() -> None:
     ("changes", "verdict", "says"),
     [
         ({}, Verdict.FAIL, f"{ROLE_URL} does not answer from here (Connection refused)"),
-        ({"urlPrefix": "https://10.0.0.11:9879/kube"}, Verdict.FAIL, "mco extender serves plain HTTP"),
+        ({"urlPrefix": "https://10.0.0.11:9879/kube", "enableHTTPS": True}, Verdict.WARN, "not verified"),
         ({"enableHTTPS": True}, Verdict.WARN, "enableHTTPS: true does nothing for an http:// urlPrefix"),
         ({"tlsConfig": {"insecure": True}}, Verdict.WARN, "the extender's certificate is not verified"),
         ({"filterVerb": "predicate"}, Verdict.FAIL, "filterVerb must be 'filter'"),
@@ -248,3 +250,38 @@ def test_any_configuration_is_judged_not_a_crash(entries: list[dict[str, Any]], 
     text = yaml.safe_dump({"kind": "KubeSchedulerConfiguration", "extenders": entries, "profiles": profiles})
     for check in kube_scheduler_checks(Read(), [SchedulerFile("f", text)], dict.fromkeys(mco_extender_urls(text), "")):
         assert check.verdict in Verdict
+
+
+@pytest.mark.parametrize("client_certificates", [False, True])
+def test_an_https_extender_answers_and_a_plain_one_behind_https_is_named(
+    tmp_path: Path, readyz: int, client_certificates: bool
+) -> None:
+    """A TLS port answers (its certificate is the entry's tlsConfig's to judge; one that asks for a client
+    certificate answers too: the scheduler presents one); https:// to a plain-HTTP port says so."""
+    ca = TestCA(tmp_path)
+    issued = ca.issue("extender", "extender", ["localhost"], server=True, ips=["127.0.0.1"])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(issued.cert, issued.key)
+    if client_certificates:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(ca.path)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert extender_answer(f"https://127.0.0.1:{server.server_address[1]}/kube", timeout=5) == ""
+    finally:
+        server.shutdown()
+        server.server_close()
+    plain = extender_answer(f"https://127.0.0.1:{readyz}/kube", timeout=5)
+    assert plain.startswith("it answers plain HTTP, not TLS"), plain
