@@ -145,7 +145,9 @@ def extender_answer(url: str, *, timeout: float) -> str:
     )
     try:
         parts = urlsplit(url)
-        with opener.open(f"{parts.scheme}://{parts.netloc}/readyz", timeout=timeout):
+        host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+        where = f"{host}:{parts.port}" if parts.port else str(host)  # without user:password@
+        with opener.open(f"{parts.scheme}://{where}/readyz", timeout=timeout):
             return ""
     except urllib.error.HTTPError:  # an HTTP answer: something serves there
         return ""

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from mco_py.doctor.checks import Check, Verdict
 from mco_py.model import GROUP, PLURAL
@@ -162,3 +163,15 @@ def rfc3339_epoch(value: object) -> float | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def shown_url(url: str) -> str:
+    """``url`` fit to print: a password in it (basic auth in a scheduler's urlPrefix) as ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url if "@" not in url else "<an unparsable URL with credentials>"
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))

@@ -26,6 +26,7 @@ from mco_py.doctor.cluster_view import (
     SchedulerFile,
     json_get,
     json_list,
+    shown_url,
 )
 from mco_py.doctor.volcano_checks import PLUGIN_NAME, go_duration_seconds, plugin_argument_problems
 
@@ -143,17 +144,17 @@ def _extender(
     )
     answer = answers.get(url)
     if answer:
-        problems.append(f"{url} does not answer from here ({answer})")
+        problems.append(f"{shown_url(url)} does not answer from here ({answer})")
     reach = ", answers from here" if answer == "" else ""
     plain = ", plaintext" if parts.scheme == "http" else ""
-    return problems, _tls_warnings(entry, parts.scheme), f"extender {url}{reach}{plain} ({choice})"
+    return problems, _tls_warnings(entry, parts.scheme), f"extender {shown_url(url)}{reach}{plain} ({choice})"
 
 
 def _address_problems(url: str, *, host_network: bool) -> Iterator[str]:
     parts = _split(url)
     host = parts.hostname or ""
     if parts.scheme not in ("http", "https") or not host:
-        yield f"urlPrefix {url!r} is not an http:// URL"
+        yield f"urlPrefix {shown_url(url)!r} is not an http:// URL"
     if host_network and _CLUSTER_DNS.search(host):
         yield (
             f"{host} is a cluster DNS name: a kube-scheduler on the host network resolves names with the node's "

@@ -23,6 +23,7 @@ from mco_py.doctor.cluster_view import (
     Read,
     json_get,
     json_list,
+    shown_url,
     unreadable_check,
 )
 from mco_py.errors import ConfigError
@@ -83,7 +84,7 @@ def _volcano_extender(name: str, entries: list[dict[str, Any]], deployment: Read
     if problems:
         return Check(name, Verdict.FAIL, "; ".join(problems), DEPLOY_STEP + " (it writes the entry)")
     version = f", Volcano v{running}" if running else ""
-    return Check(name, Verdict.OK, f"extender {url}{version}")
+    return Check(name, Verdict.OK, f"extender {shown_url(url)}{version}")
 
 
 #: The plugin's name in Volcano's configuration, and the arguments it reads (docs/scheduling.md).
@@ -149,7 +150,7 @@ def volcano_argument_problems(arguments: Mapping[str, Any]) -> Iterator[str]:
     """What is wrong with an ``extender`` entry's arguments for MCO (docs/volcano.md)."""
     url = arguments.get("extender.urlPrefix")
     if not isinstance(url, str) or not re.match(r"^https?://[^/]+/volcano/v\d+(\.\d+)*/?$", url):
-        yield f"urlPrefix {url!r} is not MCO's (http://<service>:<port>/volcano/v1.9 or /volcano/v1.10)"
+        yield f"urlPrefix {shown_url(str(url))!r} is not MCO's (http://<service>:<port>/volcano/v1.9 or /volcano/v1.10)"
     if arguments.get("extender.predicateVerb") != "predicate":
         yield "predicateVerb must be 'predicate'"
     if arguments.get("extender.prioritizeVerb") != "prioritize":

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from mco_py.doctor.checks import Check, Verdict
 from mco_py.doctor.cluster_probe import extender_answer, read_scheduler_file
-from mco_py.doctor.cluster_view import Read, SchedulerFile
+from mco_py.doctor.cluster_view import Read, SchedulerFile, shown_url
 from mco_py.doctor.kube_scheduler_checks import kube_scheduler_checks, mco_extender_urls
 from tests.analyzer.certs import TestCA
 from tests.cluster.cluster import free_port
@@ -285,3 +285,15 @@ def test_an_https_extender_answers_and_a_plain_one_behind_https_is_named(
         server.server_close()
     plain = extender_answer(f"https://127.0.0.1:{readyz}/kube", timeout=5)
     assert plain.startswith("it answers plain HTTP, not TLS"), plain
+
+
+def test_a_password_in_the_url_is_neither_shown_nor_taken_for_the_host(readyz: int) -> None:
+    url = f"http://prometheus:s3cret@127.0.0.1:{readyz}/kube"
+    assert extender_answer(url, timeout=5) == ""
+    refused = f"http://prometheus:s3cret@127.0.0.1:{free_port()}/kube"
+    check = judge_file(configuration(entry(urlPrefix=refused)), {refused: "Connection refused"})
+    assert check.verdict is Verdict.FAIL
+    assert "s3cret" not in check.detail
+    assert "prometheus:***@127.0.0.1" in check.detail
+    assert shown_url("http://[::1/kube@x") == "<an unparsable URL with credentials>"
+    assert shown_url("http://u@h:1/kube") == "http://u@h:1/kube"
