@@ -26,6 +26,7 @@ from mco_py.analyzer.engine import Engine, Outcome
 from mco_py.analyzer.workloads import WorkloadIndex
 from mco_py.config.analyzer import DEFAULT_MAX_MESSAGE_BYTES
 from mco_py.errors import ConfigError
+from mco_py.obs.files import Stamp, file_stamps
 from mco_py.obs.logging import OnceFilter, RateLimit, truncate
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
@@ -91,15 +92,8 @@ class TLSReloader:
         self._lock = threading.Lock()
         self.reloads = 0
 
-    def _stat(self) -> tuple[tuple[int, int, int], ...]:
-        out = []
-        for path in (self.files.cert, self.files.key, self.files.ca):
-            try:
-                st = path.stat() if path else None
-            except OSError:
-                st = None
-            out.append((st.st_ino, st.st_mtime_ns, st.st_size) if st else (0, 0, -1))
-        return tuple(out)
+    def _stat(self) -> tuple[Stamp, ...]:
+        return file_stamps((self.files.cert, self.files.key, self.files.ca))
 
     def fetch(self) -> grpc.ServerCertificateConfiguration | None:
         """gRPC's certificate_configuration_fetcher: None while nothing changed."""

@@ -31,6 +31,7 @@ from mco_py.analysis.guard import GuardChange
 from mco_py.collector.signals import Absence, NodeSample, Reading, StreamStatus
 from mco_py.config.collector import StreamSettings
 from mco_py.errors import ConfigError
+from mco_py.obs.files import Stamp, file_stamps
 from mco_py.obs.logging import OnceFilter
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
@@ -146,15 +147,8 @@ class ChannelTLS:
         self.current = channel_credentials(config)  # bad files at start: ConfigError
         self._once = OnceFilter()
 
-    def _stat(self) -> tuple[tuple[int, int, int], ...]:
-        out = []
-        for path in (self.config.tls_ca, self.config.tls_cert, self.config.tls_key):
-            try:
-                st = path.stat() if path else None
-            except OSError:
-                st = None
-            out.append((st.st_ino, st.st_mtime_ns, st.st_size) if st else (0, 0, -1))
-        return tuple(out)
+    def _stat(self) -> tuple[Stamp, ...]:
+        return file_stamps((self.config.tls_ca, self.config.tls_cert, self.config.tls_key))
 
     def credentials(self) -> grpc.ChannelCredentials | None:
         """The credentials for a new connection (re-read when a file changed)."""

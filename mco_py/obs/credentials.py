@@ -16,7 +16,6 @@ import calendar
 import json
 import logging
 import math
-import os
 import re
 import threading
 from collections.abc import Iterator, Mapping
@@ -29,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from mco_py.errors import ConfigError
+from mco_py.obs.files import file_stamp
 
 log = logging.getLogger(__name__)
 
@@ -226,11 +226,7 @@ class CredentialExpiry(Collector):
         out = {}
         with self._lock:
             for item in self.files:
-                try:
-                    st = os.stat(item.path)
-                    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-                except OSError:
-                    key = (0, 0, 0, -1)
+                key = file_stamp(item.path)
                 seen = self._seen.get(item.name)
                 if seen is None or seen[0] != key:
                     try:
