@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -103,14 +104,15 @@ def _one(samples: Samples, name: str, default: float | None = None) -> float | N
     return rows[0][1] if rows else default
 
 
-def judge(views: list[PartView]) -> list[Check]:
-    """Every check for the parts seen, in a stable order (parts, then their checks)."""
+def judge(views: list[PartView], config_dir: Path = Path("/etc/mco")) -> list[Check]:
+    """Every check for the parts seen, in a stable order (parts, then their checks); ``config_dir``:
+    where their files were looked for."""
     if not views:
         return [
             Check(
                 "installed parts",
                 Verdict.FAIL,
-                "no MCO configuration found (/etc/mco/collector.yaml, analyzer.yaml or extender.yaml)",
+                f"no MCO configuration found ({config_dir}/collector.yaml, analyzer.yaml or extender.yaml)",
                 "deploy MCO (`make run`, or `ansible-playbook ... playbooks/site.yml`), or pass --config-dir",
             )
         ]

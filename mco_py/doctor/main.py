@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         checks = [Check("configuration", Verdict.FAIL, problem, fix) for problem in problems]
         rename = "rename them as the note says (the playbook writes the new keys)"
         checks += [Check("configuration", Verdict.WARN, note, rename) for note in notes]
-        checks += judge(views) if views or not problems else []
+        checks += judge(views, args.config_dir) if views or not problems else []
     worst = max((c.verdict for c in checks), default=Verdict.OK)
     if args.output == "json":
         sys.stdout.write(json.dumps(_document(checks, worst), indent=2) + "\n")

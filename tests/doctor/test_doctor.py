@@ -140,6 +140,9 @@ def test_no_configuration_and_an_unreadable_metrics_endpoint() -> None:
     (nothing,) = judge([])
     assert nothing.verdict is Verdict.FAIL
     assert "make run" in nothing.next_step
+    assert "/etc/mco/collector.yaml" in nothing.detail
+    (elsewhere,) = judge([], Path("/srv/mco/etc"))
+    assert "(/srv/mco/etc/collector.yaml, analyzer.yaml or extender.yaml)" in elsewhere.detail
     checks = {c.name: c for c in judge([PartView("collector", 9877, metrics_error="connection refused")])}
     assert checks["collector process"].verdict is Verdict.FAIL
     assert "systemctl status mco-collector" in checks["collector process"].next_step
