@@ -6,8 +6,11 @@ when their files change (a renewal needs no restart). :class:`BasicAuth` checks 
 ``Authorization`` header against bcrypt hashes. A bcrypt check costs tens of milliseconds of the
 event loop on purpose, so a stranger must not be able to buy them at will: a header that passed
 once is remembered (at most :data:`CACHE_SIZE`, and only headers that passed, so a stranger cannot
-evict a scheduler's), and new headers get at most ``checks_per_second`` bcrypt checks; beyond that
-they are answered 429 without one. Nothing is logged per request (the server counts refusals).
+evict a scheduler's), and new headers get at most ``checks_per_second`` bcrypt checks, counted apart
+for headers naming a configured user and for the others (so a stranger guessing names cannot lock
+out a scraper's new password); beyond that they are answered 429 without one. A password longer than
+bcrypt's 72 bytes matches no hash: it is answered 401 without a check. Nothing is logged per request
+(the server counts refusals).
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ RELOAD_INTERVAL = 10.0
 """Seconds between looks at the certificate and key files' modification times."""
 CACHE_SIZE = 64
 """``Authorization`` headers remembered as valid (the schedulers and Prometheus send one each)."""
+CHECKS_PER_SECOND = 2.0
+"""bcrypt checks a second for new headers naming a configured user, and as many for the others."""
+MAX_PASSWORD = 72
+"""bcrypt reads at most this many bytes of a password (bcrypt 5 refuses longer ones)."""
 
 
 class TLSFileError(ConfigError):
@@ -119,22 +126,35 @@ def _load_pair(ctx: ssl.SSLContext, config: TLSServerConfig) -> None:
 
 
 class TLSServer:
-    """The context of a TLS port; :meth:`refresh` (called per accepted connection) reloads the certificate
-    and key at most every :data:`RELOAD_INTERVAL` seconds when their files changed."""
+    """The TLS of a port. :attr:`context` is the one the server listens with; each handshake is switched (its
+    ``sni_callback``, called for every ClientHello, named or not) to the newest context that loaded whole.
+    :meth:`refresh` (called per accepted connection) builds a fresh context at most every
+    :data:`RELOAD_INTERVAL` seconds when the certificate, key or client CA bundle changed, and switches to it
+    only when it loads: a certificate renewed before its key keeps the old pair served until the key follows."""
 
     def __init__(self, config: TLSServerConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.context = server_context(config)
+        self.current = self.context
+        """The context new handshakes use (:attr:`context` until a reload)."""
+        self.context.sni_callback = self._switch
         self.reloads = 0
         self._clock = clock
         self._next_look = clock() + RELOAD_INTERVAL
         self._stamp = self._stamps()
 
-    def _stamps(self) -> tuple[float, float]:
+    def _switch(self, ssl_object: ssl.SSLObject, _server_name: str | None, _context: ssl.SSLContext) -> None:
+        if self.current is not self.context:
+            ssl_object.context = self.current
+
+    def _stamps(self) -> tuple[float, ...]:
+        paths = [self.config.cert_file, self.config.key_file]
+        if self.config.client_ca_file is not None:
+            paths.append(self.config.client_ca_file)
         try:
-            return (self.config.cert_file.stat().st_mtime, self.config.key_file.stat().st_mtime)
+            return tuple(path.stat().st_mtime for path in paths)
         except OSError:
-            return (-1.0, -1.0)
+            return ()
 
     def refresh(self) -> None:
         now = self._clock()
@@ -145,10 +165,11 @@ class TLSServer:
         if stamp == self._stamp:
             return
         try:
-            _load_pair(self.context, self.config)
-        except ConfigError as exc:  # half-written during a renewal: keep serving the old pair, look again
-            log.warning("TLS certificate not reloaded: %s", exc)
+            fresh = server_context(self.config)
+        except ConfigError as exc:  # half-written during a renewal: keep serving the last good files, look again
+            log.warning("TLS certificate not reloaded (the last good one is served): %s", exc)
             return
+        self.current = fresh
         self._stamp = stamp
         self.reloads += 1
         log.info("TLS certificate reloaded", extra={"certFile": str(self.config.cert_file)})
@@ -183,7 +204,7 @@ class BasicAuth:
         self,
         users: Mapping[str, str],
         *,
-        checks_per_second: float = 4.0,
+        checks_per_second: float = CHECKS_PER_SECOND,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not users:
@@ -202,10 +223,10 @@ class BasicAuth:
         rounds = int(next(iter(self._users.values()))[4:6])
         self._decoy = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(rounds=rounds))
         self._valid: dict[bytes, None] = {}
-        self._rate = checks_per_second
-        self._tokens = checks_per_second
-        self._clock = clock
-        self._last = clock()
+        self._known = _Budget(checks_per_second, clock)
+        """Checks of headers naming a configured user."""
+        self._unknown = _Budget(checks_per_second, clock)
+        """Checks of the others (their own budget: a stranger's guesses at names do not spend the users')."""
         self.checks = 0
         """bcrypt checks made (a cached header costs none)."""
 
@@ -216,10 +237,12 @@ class BasicAuth:
         credentials = _credentials(header)
         if credentials is None:
             return Verdict.DENIED
-        if not self._take_token():
-            return Verdict.THROTTLED
         user, password = credentials
+        if len(password) > MAX_PASSWORD:
+            return Verdict.DENIED  # no hash matches it (and bcrypt would raise): no check spent
         hashed = self._users.get(user)
+        if not (self._known if hashed is not None else self._unknown).take():
+            return Verdict.THROTTLED
         self.checks += 1
         ok = bcrypt.checkpw(password, hashed if hashed is not None else self._decoy)  # constant-time compare inside
         if not ok or hashed is None:
@@ -229,7 +252,17 @@ class BasicAuth:
         self._valid[bytes(header)] = None
         return Verdict.ALLOWED
 
-    def _take_token(self) -> bool:
+
+class _Budget:
+    """A token bucket: ``rate`` tokens a second, at most ``rate`` saved."""
+
+    def __init__(self, rate: float, clock: Callable[[], float]) -> None:
+        self._rate = rate
+        self._tokens = rate
+        self._clock = clock
+        self._last = clock()
+
+    def take(self) -> bool:
         now = self._clock()
         self._tokens = min(self._rate, self._tokens + (now - self._last) * self._rate)
         self._last = now

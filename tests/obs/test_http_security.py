@@ -178,6 +178,86 @@ def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path, pki: 
         server.stop()
 
 
+def _served_serial(port: int, context: ssl.SSLContext, server_hostname: str) -> int:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=30) as raw,
+        context.wrap_socket(raw, server_hostname=server_hostname) as sock,
+    ):
+        der = sock.getpeercert(binary_form=True)
+    assert der is not None
+    return int(x509.load_der_x509_certificate(der).serial_number)
+
+
+def _serial(issued: Issued) -> int:
+    return int(x509.load_pem_x509_certificate(issued.cert.read_bytes()).serial_number)
+
+
+def _touch(*paths: Path) -> None:
+    stamp = time.time() + 5 + len(paths) * 0.01  # a distinct modification time, whatever the file system's resolution
+    for path in paths:
+        os.utime(path, (stamp, stamp))
+
+
+@pytest.mark.parametrize("server_hostname", ["localhost", "127.0.0.1"], ids=["sni", "no-sni"])
+def test_a_certificate_renewed_before_its_key_keeps_the_old_pair_served(
+    tmp_path: Path, pki: dict[str, Issued | TestCA], server_hostname: str
+) -> None:
+    ca = _ca(pki)
+    first = ca.issue(f"live-{server_hostname}", "mco-metrics", ["localhost"], server=True, ips=["127.0.0.1"])
+    now = [0.0]
+    tls = TLSServer(TLSServerConfig(first.cert, first.key), clock=lambda: now[0])
+    server = serve_metrics(_registry(), host="127.0.0.1", port=0, security=WebSecurity(tls=tls))
+    context = _client_context(pki)
+    try:
+        assert _served_serial(server.port, context, server_hostname) == _serial(first)
+        second = ca.issue(f"next-{server_hostname}", "mco-metrics", ["localhost"], server=True, ips=["127.0.0.1"])
+        expected = _serial(second)
+        os.replace(second.cert, first.cert)  # the certificate lands first; its key is not there yet
+        _touch(first.cert)
+        now[0] = 11.0
+        assert _served_serial(server.port, context, server_hostname) != expected  # the old pair, whole
+        assert tls.reloads == 0
+        os.replace(second.key, first.key)
+        _touch(first.key)
+        now[0] = 22.0
+        assert _served_serial(server.port, context, server_hostname) == expected
+        assert tls.reloads == 1
+        assert _get(server.port, context=context)[0] == 200
+    finally:
+        server.stop()
+
+
+def test_a_rotated_client_ca_bundle_is_used_without_a_restart(tmp_path: Path, pki: dict[str, Issued | TestCA]) -> None:
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old_ca, new_ca = TestCA(tmp_path / "old"), TestCA(tmp_path / "new", name="mco-next-ca")
+    old_client = old_ca.issue("old-client", "prometheus", [], server=False)
+    new_client = new_ca.issue("new-client", "prometheus", [], server=False)
+    bundle = tmp_path / "clients-ca.pem"
+    bundle.write_bytes(old_ca.path.read_bytes())
+    server_pair = _issued(pki, "server")
+    now = [0.0]
+    tls = TLSServer(
+        TLSServerConfig(
+            server_pair.cert, server_pair.key, client_auth_type="RequireAndVerifyClientCert", client_ca_file=bundle
+        ),
+        clock=lambda: now[0],
+    )
+    server = serve_metrics(_registry(), host="127.0.0.1", port=0, security=WebSecurity(tls=tls))
+    try:
+        assert _get(server.port, context=_client_context(pki, old_client))[0] == 200
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            _get(server.port, context=_client_context(pki, new_client))
+        bundle.write_bytes(old_ca.path.read_bytes() + new_ca.path.read_bytes())  # the rotation's overlap
+        _touch(bundle)
+        now[0] = 11.0
+        assert _get(server.port, context=_client_context(pki, new_client))[0] == 200
+        assert _get(server.port, context=_client_context(pki, old_client))[0] == 200
+        assert tls.reloads == 1
+    finally:
+        server.stop()
+
+
 # --- basic auth ----------------------------------------------------------------------------------
 
 
@@ -229,6 +309,44 @@ def test_a_stranger_buys_at_most_the_bcrypt_budget() -> None:
     for bad in (b"", b"Basic", b"Basic !!!", b"Basic " + base64.b64encode(b"no-colon"), b"Digest abc"):
         assert auth.check(bad) is Verdict.DENIED
     assert auth.checks == 4  # the two budgeted ones, the right password, "x"
+
+
+def test_the_default_budget_is_two_checks_a_second_for_users_and_two_for_strangers() -> None:
+    now = [100.0]
+    auth = BasicAuth({"prometheus": HASH}, clock=lambda: now[0])
+    guesses = [auth.check(_basic("prometheus", f"guess-{i}".encode()).encode()) for i in range(10)]
+    assert (guesses.count(Verdict.DENIED), guesses.count(Verdict.THROTTLED)) == (2, 8)
+    strangers = [auth.check(_basic(f"nobody-{i}", b"x").encode()) for i in range(10)]
+    assert (strangers.count(Verdict.DENIED), strangers.count(Verdict.THROTTLED)) == (2, 8)
+    assert auth.checks == 4
+    now[0] += 0.5  # half a second: one check for each
+    assert auth.check(_basic("nobody", b"y").encode()) is Verdict.DENIED
+    assert auth.check(_basic("nobody", b"z").encode()) is Verdict.THROTTLED
+    assert auth.check(_basic("prometheus", PASSWORD).encode()) is Verdict.ALLOWED
+
+
+def test_strangers_guessing_names_do_not_lock_out_a_users_new_password() -> None:
+    now = [100.0]
+    auth = BasicAuth({"prometheus": HASH}, clock=lambda: now[0])
+    for i in range(50):  # a stranger floods unknown names: its budget is spent, not the users'
+        auth.check(_basic(f"guess-{i}", b"x").encode())
+    assert auth.check(_basic("prometheus", PASSWORD).encode()) is Verdict.ALLOWED
+
+
+@pytest.mark.parametrize("user", ["prometheus", "nobody"])
+def test_a_password_longer_than_72_bytes_is_a_wrong_password_costing_no_check(
+    servers: list[RunningServer], user: str
+) -> None:
+    auth = BasicAuth({"prometheus": HASH}, clock=lambda: 0.0)
+    server = serve_metrics(_registry(), host="127.0.0.1", port=0, security=WebSecurity(auth=auth))
+    servers.append(server)
+    for size in (73, 200):
+        status, headers, body = _get(server.port, headers={"Authorization": _basic(user, PASSWORD + b"x" * size)})
+        assert (status, headers["WWW-Authenticate"][:5]) == (401, "Basic"), body
+    assert auth.checks == 0
+    assert server.guard.closed == {"unauthorized": 2}
+    # the budget is whole: the right password still gets its check now
+    assert _get(server.port, headers={"Authorization": _basic("prometheus", PASSWORD)})[0] == 200
 
 
 class _Recorder:

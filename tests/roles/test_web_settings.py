@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter
 from mco_py.config import analyzer, collector, extender
 from mco_py.config.loader import Spec, load, parse_document
 from mco_py.config.web import TLSSettings, WebSettings
+from mco_py.errors import ConfigError
 from mco_py.obs.metrics import serve_metrics
 
 from .helpers import BIN, render_template, run
@@ -167,11 +168,11 @@ PLAYBOOK = """\
 @pytest.mark.parametrize(
     ("tls", "users", "message"),
     [
-        ({"cert_file": "/a.pem"}, {}, "with cert_file and key_file together"),
+        ({"cert_file": "/a.pem"}, {}, "set cert_file and key_file together"),
         ({"cert_file": "/a", "key_file": "/b", "client_auth_type": "RequireAnyClientCert"}, {},
          "client_auth_type 'RequireAnyClientCert' must be one of NoClientCert"),
         ({"cert_file": "/a", "key_file": "/b", "client_auth_type": "RequireAndVerifyClientCert"}, {},
-         "it needs client_ca_file"),
+         "client_auth_type RequireAndVerifyClientCert needs client_ca_file"),
         ({"certfile": "/a"}, {}, "the TLS keys ['certfile'] must be some of cert_file, key_file"),
         ({}, {"prometheus": "hunter2", "ok": HASH}, "not a password (these are not: ['prometheus'])"),
     ],
@@ -206,6 +207,74 @@ def test_good_tls_and_basic_auth_inputs_pass(tmp_path: Path) -> None:
     )
     proc = run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook), "-e", extra])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+#: Each combination WebSettings.problems refuses (the service would exit 2), as role variables: what the role's
+#: check says, and what the service's loader says.
+REFUSED: list[tuple[dict[str, str], dict[str, str], str, str]] = [
+    ({"cert_file": "/a"}, {}, "set cert_file and key_file together", "certFile and keyFile go together"),
+    ({"key_file": "/b"}, {}, "set cert_file and key_file together", "certFile and keyFile go together"),
+    ({"client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": "/c"}, {},
+     "client certificates (client_auth_type, client_ca_file) need TLS", "client certificates need TLS"),
+    ({"client_ca_file": "/c"}, {},
+     "client certificates (client_auth_type, client_ca_file) need TLS", "client certificates need TLS"),
+    ({"cert_file": "/a", "key_file": "/b", "client_ca_file": "/c"}, {},
+     "client_ca_file is given but no client certificate is asked", "clientCaFile is given but no certificate"),
+    ({"cert_file": "/a", "key_file": "/b", "client_auth_type": "VerifyClientCertIfGiven"}, {},
+     "client_auth_type VerifyClientCertIfGiven needs client_ca_file",
+     "clientAuthType VerifyClientCertIfGiven needs clientCaFile"),
+    ({}, {"": HASH}, "a basic auth user name is not empty and has no ':' (these are: [''])",
+     "'': a user name is not empty and has no ':'"),
+    ({}, {"prom:etheus": HASH}, "a basic auth user name is not empty and has no ':' (these are: ['prom:etheus'])",
+     "'prom:etheus': a user name is not empty and has no ':'"),
+    ({}, {"prometheus": "hunter2"},
+     "every basic auth user needs a bcrypt hash, not a password (these are not: ['prometheus'])", "not a bcrypt hash"),
+]  # fmt: skip
+
+_CAMEL = {
+    "cert_file": "certFile",
+    "key_file": "keyFile",
+    "client_auth_type": "clientAuthType",
+    "client_ca_file": "clientCaFile",
+    "min_version": "minVersion",
+}
+
+
+def test_the_role_check_refuses_what_the_service_refuses(tmp_path: Path) -> None:
+    """Every combination the service's loader refuses stops the run, each host's named (one run, a host a case)."""
+    hosts: dict[str, dict[str, object]] = {}
+    for i, (tls, users, _, service_says) in enumerate(REFUSED):
+        with pytest.raises(ConfigError) as caught:
+            load(
+                extender.SPEC,
+                document={"web": {"tls": {_CAMEL[k]: v for k, v in tls.items()}, "basicAuthUsers": users}},
+                env={},
+            )
+        assert service_says in str(caught.value)
+        hosts[f"case{i}"] = {"ansible_connection": "local", "mco_common_web_tls": tls, "mco_common_web_users": users}
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
+    playbook = tmp_path / "check.yml"
+    playbook.write_text(PLAYBOOK.replace("hosts: localhost", "hosts: all"))
+    proc = run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook)])
+    output = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, output[-2000:]
+    for i, (_, _, role_says, _) in enumerate(REFUSED):
+        assert f"Bad TLS or basic auth settings for the extender's port on case{i}: {role_says}" in output, (
+            i,
+            output[-4000:],
+        )
+    assert output.count("failed=1") == len(REFUSED), output[-3000:]
+
+
+def test_client_certificates_with_a_pki_issued_server_certificate_pass(tmp_path: Path) -> None:
+    playbook = tmp_path / "check.yml"
+    playbook.write_text(PLAYBOOK)
+    tls = {"client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": "/c"}
+    for pki, returncode in ((True, 0), (False, 2)):
+        extra = json.dumps({"mco_common_web_tls": tls, "mco_common_web_users": {}, "mco_common_web_tls_pki": pki})
+        proc = run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook), "-e", extra])
+        assert proc.returncode == returncode, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
 PKI_PLAYBOOK = """
