@@ -30,6 +30,7 @@ from pathlib import Path
 import bcrypt
 
 from mco_py.errors import ConfigError
+from mco_py.obs.files import Stamp, file_stamps
 
 log = logging.getLogger(__name__)
 
@@ -147,14 +148,8 @@ class TLSServer:
         if self.current is not self.context:
             ssl_object.context = self.current
 
-    def _stamps(self) -> tuple[float, ...]:
-        paths = [self.config.cert_file, self.config.key_file]
-        if self.config.client_ca_file is not None:
-            paths.append(self.config.client_ca_file)
-        try:
-            return tuple(path.stat().st_mtime for path in paths)
-        except OSError:
-            return ()
+    def _stamps(self) -> tuple[Stamp, ...]:
+        return file_stamps((self.config.cert_file, self.config.key_file, self.config.client_ca_file))
 
     def refresh(self) -> None:
         now = self._clock()
