@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-import bcrypt
-
 from mco_py.errors import ConfigError
 from mco_py.obs.files import Stamp, file_stamps
 
@@ -216,6 +214,9 @@ class BasicAuth:
             self._users[name.encode()] = hashed.encode()
         # An unknown name is checked against a hash of the same cost, so timing does not tell names apart.
         rounds = int(next(iter(self._users.values()))[4:6])
+        import bcrypt  # noqa: PLC0415 - only a port with basic auth needs it (not every collector)
+
+        self._checkpw = bcrypt.checkpw
         self._decoy = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(rounds=rounds))
         self._valid: dict[bytes, None] = {}
         self._known = _Budget(checks_per_second, clock)
@@ -239,7 +240,7 @@ class BasicAuth:
         if not (self._known if hashed is not None else self._unknown).take():
             return Verdict.THROTTLED
         self.checks += 1
-        ok = bcrypt.checkpw(password, hashed if hashed is not None else self._decoy)  # constant-time compare inside
+        ok = self._checkpw(password, hashed if hashed is not None else self._decoy)  # constant-time compare inside
         if not ok or hashed is None:
             return Verdict.DENIED
         if len(self._valid) >= CACHE_SIZE:
