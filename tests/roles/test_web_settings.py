@@ -318,6 +318,10 @@ def test_the_extender_role_installs_its_certificate_and_key_least_privileged(tmp
     assert (stat.S_IMODE(key.stat().st_mode), grp.getgrgid(key.stat().st_gid).gr_name) == (0o640, "daemon")
     assert (stat.S_IMODE(certificate.stat().st_mode), certificate.stat().st_gid) == (0o644, 0)
     assert (stat.S_IMODE(config.stat().st_mode), grp.getgrgid(config.stat().st_gid).gr_name) == (0o640, "daemon")
+    # the kube-scheduler entry carries no basic auth: the role says what to add
+    output = " ".join(proc.stdout.split())
+    assert "WARNING: the extender on localhost asks for basic auth (mco_scheduler_extender_basic_auth_users)" in output
+    assert "USER:PASSWORD in urlPrefix" in output
     settings = load(extender.SPEC, document=parse_document(config.read_text(), "extender.yaml")).settings
     assert settings.web.tls.cert_file == certificate
     assert settings.web.basic_auth_users == {"volcano": HASH}
