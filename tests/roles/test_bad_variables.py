@@ -64,6 +64,24 @@ CASES = [
         "kvm_check_kubeconfig=/nonexistent/kubeconfig is not a file",
     ),
     ("volcano.yml", {"volcano_extender_port": "http"}, "volcano_extender_port"),
+    *[
+        (
+            "volcano.yml",
+            {
+                "mco_volcano_enabled": True,
+                "mco_kubeconfig": "KUBECONFIG",
+                "mco_scheduler_integration": "extender",
+                "volcano_version": "v1.9.0",
+                "mco_manage_scheduler_config": True,
+                **secured,
+            },
+            "The extender's port asks for TLS or basic auth",
+        )
+        for secured in (
+            {"mco_scheduler_extender_tls_pki": True},
+            {"mco_scheduler_extender_basic_auth_users": {"volcano": "$2y$10$" + "a" * 53}},
+        )
+    ],
     ("volcano.yml", {"mco_volcano_enabled": True}, "set volcano_kubeconfig (mco_kubeconfig)"),
     (
         "volcano.yml",

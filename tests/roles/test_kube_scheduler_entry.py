@@ -3,6 +3,8 @@ a scheduler on the host network reaches (docs/extender.md, "kube-scheduler regis
 
 from __future__ import annotations
 
+import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,13 +52,42 @@ def test_the_entry_is_what_kube_scheduler_takes_and_ignorable_is_the_inventorys(
     assert entry(ansible_host="h", mco_mode="standalone")["nodeCacheCapable"] is False
 
 
-def test_a_tls_port_gets_an_https_entry_verified_against_mco_pkis_ca() -> None:
-    issued = entry(ansible_host="10.0.0.11", mco_scheduler_extender_tls_pki=True)
+def test_a_tls_port_gets_an_https_entry_verified_against_mco_pkis_ca_inline(tmp_path: Path) -> None:
+    """caData, never a caFile: a path on the extender's host is absent from a kubeadm static kube-scheduler
+    pod, and a missing caFile stops kube-scheduler."""
+    ca = tmp_path / "ca-bundle.pem"
+    pem = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUfake\n-----END CERTIFICATE-----\n"
+    ca.write_text(pem)
+    issued = entry(
+        ansible_host="10.0.0.11",
+        mco_scheduler_extender_tls_pki=True,
+        mco_pki_files={"ca": str(ca), "pending": False},
+    )
     assert issued["urlPrefix"] == "https://10.0.0.11:9879/kube"
     assert issued["enableHTTPS"] is True
-    assert issued["tlsConfig"] == {"caFile": "/etc/mco/pki/ca.pem"}
+    assert issued["tlsConfig"] == {"caData": base64.b64encode(pem.encode()).decode()}
     own = entry(
         ansible_host="10.0.0.11",
         mco_scheduler_extender_tls_server_config={"cert_file": "/etc/x/c.pem", "key_file": "/etc/x/k.pem"},
     )
     assert (own["urlPrefix"], own["enableHTTPS"], own["tlsConfig"]) == ("https://10.0.0.11:9879/kube", True, {})
+
+
+@pytest.mark.parametrize(
+    ("variables", "names"),
+    [
+        ({"mco_scheduler_extender_basic_auth_users": {"kube-scheduler": "$2y$10$abc"}}, ["USER:PASSWORD", "urlPrefix"]),
+        ({"mco_scheduler_extender_tls_server_config": {"cert_file": "/c.pem", "key_file": "/k.pem",
+          "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": "/ca.pem"}},
+         ["tlsConfig.certFile", "tlsConfig.keyFile"]),
+    ],
+)  # fmt: skip
+def test_an_entry_without_the_credentials_the_port_asks_for_says_so_loudly(
+    variables: dict[str, Any], names: list[str]
+) -> None:
+    text = render_kube_scheduler_entry({"mco_mode": "cluster", "ansible_host": "10.0.0.11", **variables})
+    loud = [line for line in text.splitlines() if "!!!" in line]
+    assert "CREDENTIALS MISSING" in loud[0]
+    for name in names:
+        assert name in "\n".join(loud)
+    assert "!!!" not in render_kube_scheduler_entry({"mco_mode": "cluster", "ansible_host": "10.0.0.11"})

@@ -387,9 +387,34 @@ def test_the_extender_role_installs_its_certificate_and_key_least_privileged(tmp
     assert (stat.S_IMODE(key.stat().st_mode), grp.getgrgid(key.stat().st_gid).gr_name) == (0o640, "daemon")
     assert (stat.S_IMODE(certificate.stat().st_mode), certificate.stat().st_gid) == (0o644, 0)
     assert (stat.S_IMODE(config.stat().st_mode), grp.getgrgid(config.stat().st_gid).gr_name) == (0o640, "daemon")
+    # the kube-scheduler entry carries no basic auth: the role says what to add
+    output = " ".join(proc.stdout.split())
+    assert "WARNING: the extender on localhost asks for basic auth (mco_scheduler_extender_basic_auth_users)" in output
+    assert "USER:PASSWORD in urlPrefix" in output
     settings = load(extender.SPEC, document=parse_document(config.read_text(), "extender.yaml")).settings
     assert settings.web.tls.cert_file == certificate
     assert settings.web.basic_auth_users == {"volcano": HASH}
     security = settings.web.security("web")  # the files make a usable server context
     assert security.tls is not None
     assert "INSECURE" not in proc.stdout
+
+
+@pytest.mark.parametrize("rotating", [True, False])
+def test_prometheus_trusts_mco_pkis_trust_bundle_during_a_ca_rotation(tmp_path: Path, rotating: bool) -> None:
+    """Between mco_pki_ca_rotation=trust and finish the ports present certificates of either CA: the scrape
+    Secret holds the trust bundle (both CAs), and mco_pki's ca.pem when no bundle was written yet."""
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    old = "-----BEGIN CERTIFICATE-----\nMIIBold\n-----END CERTIFICATE-----\n"
+    new = "-----BEGIN CERTIFICATE-----\nMIIBnew\n-----END CERTIFICATE-----\n"
+    (pki / "ca.pem").write_text(old)
+    if rotating:
+        (pki / "trust-bundle.pem").write_text(old + new)
+    text = render_template(
+        "mco_crds",
+        "scrape-secret.yaml.j2",
+        tmp_path / "secret.yaml",
+        {"mco_metrics_tls_pki": True, "mco_pki_dir": str(pki)},
+    )
+    ca = yaml.safe_load(text)["stringData"]["ca.crt"]
+    assert ca == ((old + new) if rotating else old).rstrip("\n")
