@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import socket
 import ssl
 import time
 import urllib.error
@@ -135,44 +136,53 @@ def read_scheduler_file(path: Path) -> SchedulerFile:
 
 
 def extender_answer(url: str, *, timeout: float) -> str:
-    """'' when the host and port of ``url`` answer HTTP (``GET /readyz``, straight, without a proxy;
-    over TLS for ``https``, the certificate not judged here: the entry's tlsConfig is), else why not."""
-    reach_only = ssl.create_default_context()
-    reach_only.check_hostname = False
-    reach_only.verify_mode = ssl.CERT_NONE
-    opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=reach_only)
-    )
+    """'' when the host and port of ``url`` answer (``http``: ``GET /readyz``, straight, without a proxy;
+    ``https``: a TLS handshake, the certificate not judged here: the entry's tlsConfig is), else why not."""
     try:
         parts = urlsplit(url)
-        host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
-        where = f"{host}:{parts.port}" if parts.port else str(host)  # without user:password@
-        with opener.open(f"{parts.scheme}://{where}/readyz", timeout=timeout):
+        port = parts.port
+        host = parts.hostname or ""  # without user:password@
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme == "https":
+        return _tls_handshake(host, port or 443, timeout)
+    where = f"[{host}]" if ":" in host else host
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://{where}{f':{port}' if port else ''}/readyz", timeout=timeout):
             return ""
     except urllib.error.HTTPError:  # an HTTP answer: something serves there
         return ""
     except urllib.error.URLError as exc:
-        if isinstance(exc.reason, ssl.SSLError):
-            return _tls_answer(exc.reason)
         return str(exc.reason)
-    except ssl.SSLError as exc:
-        return _tls_answer(exc)
     except (OSError, ValueError, http.client.HTTPException) as exc:
         return str(exc) or type(exc).__name__
 
 
-def _tls_answer(exc: ssl.SSLError) -> str:
-    """'' for a TLS server that wants a client certificate (it answers; the scheduler presents one), else why
-    the handshake failed."""
-    text = str(exc)
-    if "CERTIFICATE_REQUIRED" in text or "certificate required" in text:
-        return ""
-    if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
-        return (
-            "it answers plain HTTP, not TLS: turn on the extender's TLS (mco_scheduler_extender_tls_*) or "
-            "use an http:// urlPrefix"
-        )
-    return f"TLS handshake failed: {text}"
+def _tls_handshake(host: str, port: int, timeout: float) -> str:
+    """'' when ``host``:``port`` completes a TLS handshake, or refuses one for want of a client
+    certificate (the scheduler presents one); else why not."""
+    reach_only = ssl.create_default_context()
+    reach_only.check_hostname = False
+    reach_only.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            reach_only.wrap_socket(raw, server_hostname=host or None),
+        ):
+            return ""
+    except ssl.SSLError as exc:
+        text = str(exc)
+        if "CERTIFICATE_REQUIRED" in text or "HANDSHAKE_FAILURE" in text:
+            return ""
+        if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
+            return (
+                "it answers plain HTTP, not TLS: turn on the extender's TLS (mco_scheduler_extender_tls_*) or "
+                "use an http:// urlPrefix"
+            )
+        return f"TLS handshake failed: {text}"
+    except OSError as exc:
+        return str(exc) or type(exc).__name__
 
 
 def probe_cluster(
