@@ -21,7 +21,7 @@ from mco_py.doctor.cluster_view import KATA_LABEL, KVM_LABEL, ClusterView, Read
 from mco_py.doctor.main import mco_namespace
 from mco_py.doctor.volcano_checks import go_duration_seconds
 from mco_py.report.shards import shard_index
-from tests.cluster.cluster import free_port
+from tests.doctor.kubeconfigs import unreachable_kubeconfig
 
 NOW = 1_800_000_000.0
 KATA = {KATA_LABEL: "true", KVM_LABEL: "true"}
@@ -359,19 +359,7 @@ def test_not_go_durations(bad: object) -> None:
 
 
 def test_doctor_cluster_without_an_api_server_says_so_quickly(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    kubeconfig = unreachable_kubeconfig(tmp_path / "kubeconfig")
     run = subprocess.run(
         [sys.executable, "-m", "mco_py.cli", "doctor", "--cluster", "--kubeconfig", str(kubeconfig), "-o", "json"],
         capture_output=True,

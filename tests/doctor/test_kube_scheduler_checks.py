@@ -27,6 +27,7 @@ from mco_py.doctor.kube_scheduler_checks import kube_scheduler_checks, mco_exten
 from tests.analyzer.certs import TestCA
 from tests.cluster.cluster import free_port
 from tests.docs.examples import render_kube_scheduler_entry
+from tests.doctor.kubeconfigs import unreachable_kubeconfig
 
 ROLE_URL = "http://10.0.0.11:9879/kube"
 #: The registration docs/extender.md gave before: a host-network kube-scheduler cannot resolve it.
@@ -185,19 +186,7 @@ def test_reachability_is_an_http_answer_from_here(readyz: int) -> None:
 
 
 def test_doctor_cluster_checks_the_file_even_without_an_api_server(tmp_path: Path, readyz: int) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    kubeconfig = unreachable_kubeconfig(tmp_path / "kubeconfig")
     good, stale = tmp_path / "scheduler.yaml", tmp_path / "old-scheduler.yaml"
     good.write_text(configuration(entry(urlPrefix=f"http://127.0.0.1:{readyz}/kube")))
     stale.write_text(configuration(entry(urlPrefix=SVC_URL)))
