@@ -9,9 +9,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
-ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax go pytest vm hostile run cluster molecule molecule-booted protection"
+ALL_TIERS="ruff mypy imports yamllint ansible-lint syntax go pytest vm hostile run cluster release molecule molecule-booted protection"
 export TIERS=${TIERS:-$ALL_TIERS}  # exported: tiers that are shell functions run in a child bash
-LANE2="molecule molecule-booted protection"  # about as long as the rest (docs/benchmarks.md, "The test suite")
+LANE2="release molecule molecule-booted protection"  # about as long as the rest (docs/benchmarks.md, "The test suite")
 JOBS=${MCO_TEST_JOBS:-2}
 export LOGS="$PWD/.run/test-logs"
 rm -rf "$LOGS" && mkdir -p "$LOGS"
@@ -126,7 +126,7 @@ tier() {
       else skip_tier syntax "no playbooks yet"; fi ;;
     # scheduler/ (Go): a cold race build of the Kubernetes and Volcano packages takes minutes, then cached
     go) run_tier go 900 tier_go ;;
-    pytest) run_tier pytest 1200 pytest -p no:cacheprovider --durations=20 -m "not cluster and not hostile and not run and not vm" ;;
+    pytest) run_tier pytest 1200 pytest -p no:cacheprovider --durations=20 -m "not cluster and not hostile and not run and not vm and not release" ;;
     # The guard's cgroup v2 writers on a pure-v2 kernel of its own (QEMU TCG; docs/vm-node.md).
     vm) run_tier vm 420 pytest -p no:cacheprovider --durations=20 -m vm tests/vm ;;
     # Attacks on a running service, each with a memory, fd and log budget (docs/security.md).
@@ -137,6 +137,9 @@ tier() {
     # The real control plane (the build step above made it from tests/cluster/go.mod: 9-13
     # minutes on 2 cores the first time, then cached outside the clone) running MCO.
     cluster) run_tier cluster 1500 with_mitogen pytest -p no:cacheprovider --durations=20 -m cluster tests/cluster_tests ;;
+    # The collection as shipped: `make collection` in a copy, the tarball installed and its site playbook
+    # run, two releases cut and the runbooks' upgrade and rollback between them (lane 2, beside pytest).
+    release) run_tier release 600 pytest -p no:cacheprovider --durations=10 -m release ;;
     # Scenarios against a real API server on loopback (each starts one with tests.cluster).
     molecule) run_tier molecule 900 tier_molecule local ;;
     # Booted test nodes (docs/testbed.md); mco-cluster runs every command of the user guide and

@@ -16,6 +16,9 @@ import pytest
 from tests.contracts.checkout import checkout_copy
 from tests.docs.doc_commands import select
 
+# The `release` tier (lane 2 of make test), not the pytest tier: docs/development.md, "Test tiers".
+pytestmark = pytest.mark.release
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 RUNBOOKS = ROOT / "docs" / "runbooks.md"

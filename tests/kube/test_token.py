@@ -31,12 +31,18 @@ ADMIN = "admin-token"
 LIFETIME = 4  # seconds: renewed after 3.2 s
 
 
-@pytest.fixture
-def api() -> Iterator[EmulatedAPI]:
+def serve() -> EmulatedAPI:
+    """An emulated API server with the namespace and the ServiceAccount mco-analyzer."""
     server = start(token=ADMIN, min_token_seconds=1, accept_issued_tokens=True)
     admin = client.CoreV1Api(_admin_client(server))
     admin.create_namespace({"metadata": {"name": NS}})
     admin.create_namespaced_service_account(NS, {"metadata": {"name": "mco-analyzer"}})
+    return server
+
+
+@pytest.fixture
+def api() -> Iterator[EmulatedAPI]:
+    server = serve()
     yield server
     server.stop()
 
@@ -184,46 +190,63 @@ def test_an_unreachable_api_server_is_an_mco_error(tmp_path: Path) -> None:
         renewer.renew()
 
 
-@pytest.mark.parametrize("renewal", [True, False])
 def test_an_analyzer_left_alone_keeps_writing_its_report_past_its_first_tokens_expiry(
-    api: EmulatedAPI, tmp_path: Path, renewal: bool
+    api: EmulatedAPI, tmp_path: Path
 ) -> None:
     """`mco analyzer` in cluster mode with a 12 s token (its start may take seconds on a busy machine): it renews
-    it itself; with renewal off it loses the API."""
+    it itself; with renewal off it loses the API. The two run at once, each with an API server of its own, so the
+    test waits for one expiry, not two."""
     from mco_py.model import GROUP, PLURAL, VERSION
     from tests.analyzer.test_kube import cluster_process
     from tests.contracts import crd_schema
 
-    admin = _admin_client(api)
-    client.ApiextensionsV1Api(admin).create_custom_resource_definition(yaml.safe_load(crd_schema.CRD_PATH.read_text()))
-    path = service_kubeconfig(api, tmp_path / "kc", seconds=12)
-    first = read_validity("kubeconfig", path)
-    config = tmp_path / "analyzer.yaml"
-    config.write_text(f"tokenRenewal: {str(renewal).lower()}\n")
-    proc = cluster_process(path, "analyzer-1", "--config", str(config))
+    other = serve()
+    servers = {True: api, False: other}
+    admins = {renewal: _admin_client(server) for renewal, server in servers.items()}
 
-    def written() -> float:
+    def written(renewal: bool) -> float:
         try:
-            nir = client.CustomObjectsApi(admin).get_cluster_custom_object(GROUP, VERSION, PLURAL, "cluster")
+            nir = client.CustomObjectsApi(admins[renewal]).get_cluster_custom_object(GROUP, VERSION, PLURAL, "cluster")
         except client.ApiException:
             return 0.0
         stamp = (nir.get("status") or {}).get("lastUpdateTime")  # created first, its status written next
         return float(datetime.datetime.fromisoformat(stamp).timestamp()) if stamp else 0.0
 
+    firsts: dict[bool, Validity] = {}
+    procs = {}
+    fresh: dict[bool, bool] = {}
+    metrics: dict[bool, str] = {}
+    stopped: dict[bool, int] = {}
     try:
-        proc.wait_for(lambda: written() > 0, "the first report")
-        time.sleep(max(0.0, first.not_after + 3 - time.time()))  # 3 s past the first token's expiry
-        fresh = written() > time.time() - 2
-        metrics = proc.metrics()
+        for renewal, server in servers.items():
+            crd = yaml.safe_load(crd_schema.CRD_PATH.read_text())
+            client.ApiextensionsV1Api(admins[renewal]).create_custom_resource_definition(crd)
+            path = service_kubeconfig(server, tmp_path / f"kc-{renewal}", seconds=12)
+            firsts[renewal] = read_validity("kubeconfig", path)
+            config = tmp_path / f"analyzer-{renewal}.yaml"
+            config.write_text(f"tokenRenewal: {str(renewal).lower()}\n")
+            procs[renewal] = cluster_process(path, "analyzer-1", "--config", str(config))
+        for renewal, proc in procs.items():
+            proc.wait_for(lambda renewal=renewal: written(renewal) > 0, f"the first report (renewal {renewal})")
+        # 3 s past both first tokens' expiry
+        time.sleep(max(0.0, max(first.not_after for first in firsts.values()) + 3 - time.time()))
+        for renewal, proc in procs.items():
+            fresh[renewal] = written(renewal) > time.time() - 2
+            metrics[renewal] = proc.metrics()
     finally:
-        assert proc.stop() == 0
-    assert fresh is renewal
+        stopped = {renewal: proc.stop() for renewal, proc in procs.items()}
+        other.stop()
+    assert stopped == {True: 0, False: 0}
     renewed = 'mco_analyzer_credential_renewals_total{credential="kubeconfig",result="renewed"}'
-    assert (renewed in metrics) is renewal
-    gauge = float(
-        metrics.split('mco_analyzer_credential_expiry_timestamp_seconds{credential="kubeconfig"} ')[1].split()[0]
-    )
-    assert (gauge > first.not_after) is renewal
+    for renewal in (True, False):
+        assert fresh[renewal] is renewal, f"renewal {renewal}"
+        assert (renewed in metrics[renewal]) is renewal, f"renewal {renewal}"
+        gauge = float(
+            metrics[renewal]
+            .split('mco_analyzer_credential_expiry_timestamp_seconds{credential="kubeconfig"} ')[1]
+            .split()[0]
+        )
+        assert (gauge > firsts[renewal].not_after) is renewal, f"renewal {renewal}"
 
 
 def test_an_extender_left_alone_renews_its_token(api: EmulatedAPI, tmp_path: Path) -> None:

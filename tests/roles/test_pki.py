@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -59,16 +60,29 @@ def cert(path: Path) -> x509.Certificate:
     return x509.load_pem_x509_certificate(path.read_bytes())
 
 
-# Four playbook runs of the PKI role: about 65 s on an idle 2-core machine, twice that
+@pytest.fixture(scope="module")
+def issued(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new controller's first run (the CA, the collector's and the analyzer's keys and certificates),
+    once for the module: the tests that start from it take a copy (``from_issued``), and never change it."""
+    into = tmp_path_factory.mktemp("issued")
+    out, counts = play(into)
+    assert counts.get("failed") == 0, out
+    return into / "pki"
+
+
+def from_issued(issued: Path, tmp_path: Path) -> Path:
+    """``tmp_path/pki`` as the first run left it (modes and times kept), for ``play(tmp_path)``."""
+    return Path(shutil.copytree(issued, tmp_path / "pki"))
+
+
+# Three playbook runs of the PKI role (after the module's first one): about 50 s on an idle 2-core machine, twice that
 # beside make test's second lane (pytest-timeout's default is 120 s).
 @pytest.mark.timeout(600)
-def test_certificates_work_for_mtls_are_idempotent_and_rotate(tmp_path: Path) -> None:
-    out, counts = play(tmp_path)
-    assert counts.get("failed") == 0, out
-    pki = tmp_path / "pki"
-    assert stat.S_IMODE(pki.stat().st_mode) == 0o700
+def test_certificates_work_for_mtls_are_idempotent_and_rotate(issued: Path, tmp_path: Path) -> None:
+    assert stat.S_IMODE(issued.stat().st_mode) == 0o700  # as the role left them
     for key in ("ca-key.pem", "localhost-collector-key.pem", "localhost-analyzer-key.pem"):
-        assert stat.S_IMODE((pki / key).stat().st_mode) == 0o600, key
+        assert stat.S_IMODE((issued / key).stat().st_mode) == 0o600, key
+    pki = from_issued(issued, tmp_path)
     collector = cert(pki / "localhost-collector.pem")
     assert collector.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "node-1"
 
@@ -106,16 +120,15 @@ def test_an_operator_ca_must_come_with_its_key(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_check_mode_says_what_it_would_issue_and_writes_nothing(tmp_path: Path) -> None:
+def test_check_mode_says_what_it_would_issue_and_writes_nothing(issued: Path, tmp_path: Path) -> None:
     # a new controller: no CA, no keys
     out, counts = play(tmp_path, "--check")
     assert counts.get("failed") == 0, out
     assert not (tmp_path / "pki").exists()
     assert "Would issue localhost's collector key and certificate" in out
     assert re.search(r"analyzer key and certificate in \S+\s+on the controller\s+\(and the CA\)", out), out
-    # the CA and the collector's certificate issued; the analyzer's key gone (a new component)
-    assert play(tmp_path)[1].get("failed") == 0
-    pki = tmp_path / "pki"
+    # the CA and the collector's certificate issued (the first run); the analyzer's key gone (a new component)
+    pki = from_issued(issued, tmp_path)
     (pki / "localhost-analyzer-key.pem").unlink()
     before = {p.name: p.read_bytes() for p in pki.iterdir()}
     out, counts = play(tmp_path, "--check")
@@ -130,9 +143,9 @@ def certificates(path: Path) -> list[x509.Certificate]:
     return x509.load_pem_x509_certificates(path.read_bytes())
 
 
-# Seven playbook runs of the PKI role, each under 30 s on an idle 2-core machine.
+# Five playbook runs of the PKI role (after the module's first one), each under 30 s on an idle 2-core machine.
 @pytest.mark.timeout(900)
-def test_the_ca_rotates_in_three_steps_with_a_stream_flowing_throughout(tmp_path: Path) -> None:
+def test_the_ca_rotates_in_three_steps_with_a_stream_flowing_throughout(issued: Path, tmp_path: Path) -> None:
     """docs/runbooks.md, "Rotate the CA": trust, issue, finish, each a run; the stream never drops."""
     from tests.analyzer.test_ca_rotation import Streaming, analyzer_on
 
@@ -140,9 +153,7 @@ def test_the_ca_rotates_in_three_steps_with_a_stream_flowing_throughout(tmp_path
     steps = [command.split("-e ")[-1] for command in documented]
     assert documented == [f".venv/bin/ansible-playbook -i $INV playbooks/mco.yml -e {step}" for step in steps]
     assert steps == [f"mco_pki_ca_rotation={step}" for step in ("trust", "issue", "finish")]
-    out, counts = play(tmp_path)
-    assert counts.get("failed") == 0, out
-    pki = tmp_path / "pki"
+    pki = from_issued(issued, tmp_path)
     old = cert(pki / "ca.pem")
     bundle = pki / "trust-bundle.pem"
     node = ("node-1", bundle, pki / "localhost-collector.pem", pki / "localhost-collector-key.pem")
@@ -190,8 +201,8 @@ def test_the_ca_rotates_in_three_steps_with_a_stream_flowing_throughout(tmp_path
         server.stop(0)
 
 
-def test_a_rotation_step_out_of_order_is_refused(tmp_path: Path) -> None:
-    assert play(tmp_path)[1].get("failed") == 0
+def test_a_rotation_step_out_of_order_is_refused(issued: Path, tmp_path: Path) -> None:
+    from_issued(issued, tmp_path)
     out, counts = play(tmp_path, "-e", "mco_pki_ca_rotation=issue")
     assert counts.get("failed") == 1, out
     assert "cannot follow the step" in out
