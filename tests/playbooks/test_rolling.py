@@ -60,12 +60,6 @@ def _batches(document: dict[str, Any]) -> list[list[str]]:
     ]
 
 
-def test_the_control_hosts_restart_one_at_a_time_by_default(tmp_path: Path) -> None:
-    proc, document = _run(_inventory(tmp_path))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    assert _batches(document) == [["c1"], ["c2"], ["c3"]]
-
-
 def test_mco_upgrade_serial_sets_the_batch(tmp_path: Path) -> None:
     proc, document = _run(_inventory(tmp_path), "-e", "mco_upgrade_serial=2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
@@ -111,9 +105,10 @@ def _waits(document: dict[str, Any]) -> list[list[str]]:
     ]
 
 
-def test_each_batch_waits_for_its_analyzer_and_extender_before_the_next_stops(tmp_path: Path) -> None:
-    """The programs this run set up (and whose handlers may have restarted them) must listen again
-    before the next batch starts; one that does not stops the upgrade with the next hosts untouched."""
+def test_one_host_at_a_time_by_default_each_batch_waiting_for_its_analyzer_and_extender(tmp_path: Path) -> None:
+    """The control hosts restart one at a time by default. The programs this run set up (and whose
+    handlers may have restarted them) must listen again before the next batch starts; one that does
+    not stops the upgrade with the next hosts untouched."""
     analyzer, extender = _listener(), _listener()
     try:
         ports = {
@@ -125,6 +120,7 @@ def test_each_batch_waits_for_its_analyzer_and_extender_before_the_next_stops(tm
         }
         proc, document = _run(_inventory(tmp_path), "-e", json.dumps(ports))
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+        assert _batches(document) == [["c1"], ["c2"], ["c3"]], "one control host at a time by default"
         assert _waits(document) == [["c1"], ["c2"], ["c3"]]
         analyzer.close()  # c1's analyzer does not come back
         proc, document = _run(_inventory(tmp_path), "-e", json.dumps(ports))

@@ -1,4 +1,5 @@
-"""The TCG test node (testbed/vm.py) for the ``vm`` tier: built once a session, booted once a test.
+"""The TCG test node (testbed/vm.py) for the ``vm`` tier: built once a session; the cgroup and
+detection scenarios share one boot (``shared_results``), the node's own tests boot it each.
 
 A missing prerequisite (root, QEMU, the kernel package) fails the tier with a message naming
 it; only ``MCO_TEST_SKIP_VM=1`` turns that into a skip.
@@ -12,7 +13,7 @@ import pytest
 
 from testbed import vm
 from testbed.errors import TestbedError
-from tests.vm.runner import unavailable
+from tests.vm.runner import Results, shared_boot, unavailable
 
 
 @pytest.fixture(scope="session")
@@ -24,3 +25,9 @@ def node() -> vm.Node:
         return vm.ensure_node()
     except TestbedError as exc:
         unavailable(str(exc))
+
+
+@pytest.fixture(scope="session")
+def shared_results(node: vm.Node) -> Results:
+    """The figures of tests/vm/runner.py's SHARED scenarios, run in one boot of the node."""
+    return shared_boot(node)

@@ -1,5 +1,6 @@
-"""Runs inside the TCG test node (testbed/vm.py), as root, on pure cgroup v2: one scenario per
-boot, ``python3 /mnt/guest.py SCENARIO``. It drives the node guard's own parts (CpuLimits,
+"""Runs inside the TCG test node (testbed/vm.py), as root, on pure cgroup v2: one or more scenarios
+per boot, ``python3 /mnt/guest.py SCENARIO...`` (several: each after :func:`reset`, a scenario that
+raises recorded as its error and the next one run). It drives the node guard's own parts (CpuLimits,
 MemoryKnob, IoKnob, the LimitWriter and its journal, NodeGuard and GuardLoop) against the
 guest's real cgroups, measures what the kernel then does, and writes the figures as JSON to
 ``$MCO_VM_RESULT``. The host-side tests (tests/vm/test_vm_cgroups.py) judge them.
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -433,13 +435,17 @@ def restore_after_kill() -> dict[str, object]:
 
 #: Levels in order, for "at least Medium".
 LEVELS = ("None", "Low", "Medium", "High")
-#: (phase, load, seconds) of :func:`detection`: each antagonist, then as long without it.
+#: Samples in a row (one a second) with every dimension None that end a phase after an antagonist.
+STAYS_NONE = 5
+#: (phase, load, seconds, ends when every dimension has been None for STAYS_NONE samples) of
+#: :func:`detection`: each antagonist, then at most as long without it (the fall back to None,
+#: and staying there, is what that phase shows).
 DETECTION_PHASES = (
-    ("calm", "", 8),
-    ("cpu", "cpu", 20),
-    ("after cpu", "", 20),
-    ("disk", "disk", 20),
-    ("after disk", "", 20),
+    ("calm", "", 8, False),
+    ("cpu", "cpu", 20, False),
+    ("after cpu", "", 20, True),
+    ("disk", "disk", 20, False),
+    ("after disk", "", 20, True),
 )
 
 
@@ -448,8 +454,10 @@ def detection() -> dict[str, object]:
     ``mco collector`` opens them) sampled every second and scored by the analyzer's Scorer
     with the shipped rules, through a calm phase, a CPU antagonist (four busy loops on two
     CPUs), its end, a disk antagonist (two O_DIRECT writers on the scratch disk) and its end.
-    Per phase: each dimension's highest level, its level at the end, and the seconds from the
-    phase's start to Medium or higher."""
+    A phase after an antagonist ends once every dimension has been None for
+    STAYS_NONE samples in a row (at most its seconds).
+    Per phase: each dimension's highest level, its level at the end, the seconds from the
+    phase's start to Medium or higher, and its length."""
     from mco_py.analysis.rules import default_rules
     from mco_py.analysis.scoring import Scorer
     from mco_py.collector.sampler import Sampler, open_sources
@@ -467,12 +475,13 @@ def detection() -> dict[str, object]:
     phases: dict[str, dict[str, object]] = {}
     out: dict[str, object] = {"backends": sampler.backends, "phases": phases}
     sampler.sample()  # the first sample only starts the rates
-    for phase, load, seconds in DETECTION_PHASES:
+    for phase, load, seconds, until_none in DETECTION_PHASES:
         start = time.monotonic()
         highest: dict[str, str] = {}
         medium_after: dict[str, float] = {}
         last: dict[str, str] = {}
         signals: dict[str, float] = {}
+        none_for = 0  # samples in a row with every dimension None
         with running(loads[load]() if load else []):
             while time.monotonic() - start < seconds:
                 time.sleep(max(0.0, 1.0 - (time.monotonic() - start) % 1.0))
@@ -488,7 +497,11 @@ def detection() -> dict[str, object]:
                     if LEVELS.index(level) >= LEVELS.index("Medium") and name not in medium_after:
                         medium_after[name] = round(time.monotonic() - start, 1)
                 signals = dict(assessment.signals)
-        phases[phase] = {"highest": highest, "last": last, "medium_after_s": medium_after, "signals_at_end": signals}
+                none_for = none_for + 1 if all(level == "None" for level in last.values()) else 0
+                if until_none and none_for >= STAYS_NONE:
+                    break
+        phases[phase] = {"highest": highest, "last": last, "medium_after_s": medium_after, "signals_at_end": signals,
+                         "seconds": round(time.monotonic() - start, 1)}  # fmt: skip
     out["absent"] = {r.name: r.reason for r in sampler.sample().readings if r.value is None}
     sampler.close()
     return out
@@ -517,15 +530,51 @@ SCENARIOS: dict[str, Callable[[], dict[str, object]]] = {
 CHILDREN: dict[str, Callable[..., None]] = {f.__name__: f for f in (allocate, direct_writer, guard)}
 
 
+def reset() -> None:
+    """The guest as a fresh boot leaves it for the next scenario: every group a scenario made
+    removed (its processes killed first, deepest groups first), the guard's journal gone, and
+    the page cache dropped (memory_high counts what its reads bring into it)."""
+    groups = sorted((p for p in CGROUP.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+    for path in groups:
+        for pid in (path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        procs = path / "cgroup.procs"
+        until(lambda: not procs.read_text().strip(), 10)  # noqa: B023 - called at once, in this iteration
+        path.rmdir()
+    Path("/run/mco/guard-limits.json").unlink(missing_ok=True)
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3")  # the guest's own kernel
+
+
+def run_scenario(name: str) -> dict[str, object]:
+    start = time.monotonic()
+    result = SCENARIOS[name]()
+    result["scenario"] = name
+    result["scenario_s"] = round(time.monotonic() - start, 2)
+    return result
+
+
 def main(argv: Sequence[str]) -> int:
     name, *args = argv
     if name in CHILDREN:
         CHILDREN[name](*args)
         return 0
-    start = time.monotonic()
-    result = SCENARIOS[name]()
-    result["scenario"] = name
-    result["scenario_s"] = round(time.monotonic() - start, 2)
+    unknown = [n for n in argv if n not in SCENARIOS]
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {unknown}: choose from {sorted(SCENARIOS)}")
+    if not args:  # one scenario: its figures alone
+        result = run_scenario(name)
+    else:  # several: {"scenarios": {name: figures or {"error": traceback}}}
+        results: dict[str, object] = {}
+        for i, each in enumerate(argv):
+            if i:
+                reset()
+            try:
+                results[each] = run_scenario(each)
+            except Exception:  # the other scenarios still run; the host-side test of this one fails
+                results[each] = {"scenario": each, "error": traceback.format_exc()[-3000:]}
+        result = {"scenarios": results}
     Path(os.environ["MCO_VM_RESULT"]).write_text(json.dumps(result, separators=(",", ":")))
     return 0
 

@@ -1,5 +1,6 @@
 """The node guard's cgroup v2 writers against real cgroups: a TCG guest with its own kernel
-(testbed/vm.py), one boot per test, tests/vm/guest.py measuring inside. CPU figures come from
+(testbed/vm.py), one boot for these and detection (tests/vm/runner.py, SHARED), tests/vm/guest.py
+measuring inside, each scenario on a reset guest. CPU figures come from
 cpu.stat, memory from memory.current and memory.events, I/O from the writer and io.stat.
 The guest's CPU is emulated, much slower than the host's (docs/vm-node.md), and shares the
 host's two cores: the bounds are wide; the semantics are the kernel's own."""
@@ -10,15 +11,14 @@ from typing import Any
 
 import pytest
 
-from testbed import vm
-from tests.vm.runner import scenario
+from tests.vm.runner import Results, shared
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow, pytest.mark.timeout(600)]  # the first test builds the node
 MiB = 2**20
 
 
-def test_cpu_weight_splits_one_cpu_as_the_guard_writes_it(node: vm.Node) -> None:
-    got: Any = scenario(node, "cpu_weight")
+def test_cpu_weight_splits_one_cpu_as_the_guard_writes_it(shared_results: Results) -> None:
+    got: Any = shared(shared_results, "cpu_weight")
     assert (got["weight_file"], got["lowest_weight"]) == ("cpu.weight", "1")
     assert got["200:100"]["weights"] == ["200", "100"]
     assert 0.58 <= got["200:100"]["share_hi"] <= 0.75, "two thirds"
@@ -27,8 +27,8 @@ def test_cpu_weight_splits_one_cpu_as_the_guard_writes_it(node: vm.Node) -> None
     assert sum(got["100:lowest"]["cpus"]) >= 0.9, "one CPU, all used"
 
 
-def test_cpu_max_caps_a_busy_group_at_the_guards_quota_and_keeps_its_period(node: vm.Node) -> None:
-    got: Any = scenario(node, "cpu_max")
+def test_cpu_max_caps_a_busy_group_at_the_guards_quota_and_keeps_its_period(shared_results: Results) -> None:
+    got: Any = shared(shared_results, "cpu_max")
     assert (got["quota_file"], got["default"]) == ("cpu.max", "max 100000")
     quarter = got["0.25"]
     assert quarter["wrote"] == quarter["reads"] == "25000 100000"
@@ -43,8 +43,8 @@ def test_cpu_max_caps_a_busy_group_at_the_guards_quota_and_keeps_its_period(node
     assert (got["restore_problems"], got["restored"]) == ([], "max 100000")
 
 
-def test_the_guard_limits_offline_cpu_on_real_pressure_and_gives_it_back(node: vm.Node) -> None:
-    got: Any = scenario(node, "guard_cpu")
+def test_the_guard_limits_offline_cpu_on_real_pressure_and_gives_it_back(shared_results: Results) -> None:
+    got: Any = shared(shared_results, "guard_cpu")
     actions = [s["action"] for s in got["steps"]]
     assert actions[0] == "hold", "the first step has no interval to measure"
     assert actions[1] == "throttle", got["steps"]
@@ -63,8 +63,8 @@ def test_the_guard_limits_offline_cpu_on_real_pressure_and_gives_it_back(node: v
     assert not got["journal_left"]
 
 
-def test_memory_high_reclaims_a_group_and_holds_back_an_allocator(node: vm.Node) -> None:
-    got: Any = scenario(node, "memory_high")
+def test_memory_high_reclaims_a_group_and_holds_back_an_allocator(shared_results: Results) -> None:
+    got: Any = shared(shared_results, "memory_high")
     assert got["baseline"] >= 100 * MiB, "128 MiB read into the page cache"
     assert got["high"] == got["baseline"] // 4 // 4096 * 4096
     assert got["current_after_write"] <= got["high"], "writing memory.high reclaims at once"
@@ -77,8 +77,8 @@ def test_memory_high_reclaims_a_group_and_holds_back_an_allocator(node: vm.Node)
     assert (got["restore_problems"], got["restored"]) == ([], "max")
 
 
-def test_io_max_limits_a_direct_io_writer_to_the_guards_rate(node: vm.Node) -> None:
-    got: Any = scenario(node, "io_max")
+def test_io_max_limits_a_direct_io_writer_to_the_guards_rate(shared_results: Results) -> None:
+    got: Any = shared(shared_results, "io_max")
     device, limit = got["device"], got["wbps_limit"]
     assert got["wrote"] == [f"{device} rbps={MiB} wbps={limit}"], "reads it did not do: the floor"
     assert got["io.max"] == f"{device} rbps={MiB} wbps={limit} riops=max wiops=max"
@@ -89,8 +89,8 @@ def test_io_max_limits_a_direct_io_writer_to_the_guards_rate(node: vm.Node) -> N
     assert (got["restore_problems"], got["restored"]) == ([], ""), "the kernel drops an all-max line"
 
 
-def test_a_killed_guards_limits_are_put_back_exactly_by_the_next_start(node: vm.Node) -> None:
-    got: Any = scenario(node, "restore_after_kill")
+def test_a_killed_guards_limits_are_put_back_exactly_by_the_next_start(shared_results: Results) -> None:
+    got: Any = shared(shared_results, "restore_after_kill")
     watched = ("cpu.max", "cpu.weight", "memory.high", "io.max")
     assert set(got["changed_after_s"]) == set(watched), "the guard limited all four on real pressure"
     assert got["guard_exit"] == -9

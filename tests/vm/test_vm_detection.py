@@ -11,16 +11,17 @@ from typing import Any
 
 import pytest
 
-from testbed import vm
-from tests.vm.runner import scenario
+from tests.vm.runner import Results, shared
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow, pytest.mark.timeout(600)]
 QUIET = ("None", "Low")
 HOT = ("Medium", "High")
 
 
-def test_a_cpu_and_a_disk_antagonist_raise_their_own_dimensions_and_the_levels_fall_back(node: vm.Node) -> None:
-    got: Any = scenario(node, "detection")
+def test_a_cpu_and_a_disk_antagonist_raise_their_own_dimensions_and_the_levels_fall_back(
+    shared_results: Results,
+) -> None:
+    got: Any = shared(shared_results, "detection")
     phases = got["phases"]
     assert got["backends"]["psi"] == "procfs", got["backends"]
     assert all(level in QUIET for level in phases["calm"]["highest"].values()), phases["calm"]
