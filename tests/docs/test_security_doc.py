@@ -77,7 +77,8 @@ def test_volcano_over_https_rests_on_what_go_does() -> None:
     plugin = (
         _go_module("volcano.sh/volcano") / "pkg" / "scheduler" / "plugins" / "extender" / "extender.go"
     ).read_text()
-    assert "client: http.Client{Timeout: cfg.httpTimeout}" in plugin and "Transport" not in plugin
+    assert "client: http.Client{Timeout: cfg.httpTimeout}" in plugin
+    assert "Transport" not in plugin
     go = shutil.which("go")
     assert go, "needs the go tool (make setup installs it)"
     goroot = Path(subprocess.run([go, "env", "GOROOT"], capture_output=True, text=True, check=True).stdout.strip())
