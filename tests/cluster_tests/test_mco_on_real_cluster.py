@@ -665,7 +665,7 @@ def test_volcano_reaches_an_https_extender_with_basic_auth_through_the_role(env:
         "web": {"tls": {"certFile": str(pair.cert), "keyFile": str(pair.key)}, "basicAuthUsers": {"volcano": hashed}},
     }))  # fmt: skip
     extender = env.extender = start_service(env.workdir, "extender-https", "extender", f"--config={config}")
-    url = f"https://localhost:{env.extender_port}"
+    url = f"https://127.0.0.1:{env.extender_port}"
     context = ssl.create_default_context(cafile=str(ca.path))
 
     def answers() -> bool:
@@ -677,8 +677,7 @@ def test_volcano_reaches_an_https_extender_with_basic_auth_through_the_role(env:
         return True
 
     wait_until(answers, "the HTTPS extender")
-    https = {
-        "volcano_extender_service": "localhost",
+    https = {  # the entry's host stays the inventory's 127.0.0.1 (an IP address in the certificate)
         "volcano_extender_tls": True,
         "volcano_extender_ca_file": str(ca.path),
         "volcano_extender_basic_auth": True,
@@ -711,7 +710,7 @@ def test_volcano_reaches_an_https_extender_with_basic_auth_through_the_role(env:
         (mount,) = container["volumeMounts"]
         assert mount["mountPath"] in cert_dir.split(":")
         conf = env.json("get", "configmap", "-n", "volcano-system", "volcano-scheduler-configmap")["data"]
-        prefix = f"https://volcano:{escaped}@localhost:{env.extender_port}/volcano/v1.10"
+        prefix = f"https://volcano:{escaped}@127.0.0.1:{env.extender_port}/volcano/v1.10"
         assert f"extender.urlPrefix: {prefix}" in conf["volcano-scheduler.conf"]
         assert run_playbook(env, {**https, "volcano_patch_existing_scheduler_for_https": True})["changed"] == 0
         # the real vc-scheduler as the kubelet runs that pod: the ConfigMaps' files, the container's env
@@ -734,7 +733,7 @@ def test_volcano_reaches_an_https_extender_with_basic_auth_through_the_role(env:
         extender.stop()
         env.extender = None
         # back to plain HTTP: the entry is http:// again and what MCO added to the Deployment is gone
-        run_playbook(env, {"volcano_extender_service": "127.0.0.1"})
+        run_playbook(env, {})
         restored = env.json("get", "deployment", "-n", "volcano-system", "volcano-scheduler")
         assert restored["spec"] == deployment["spec"]
         mount_scheduler_configmap(env)

@@ -220,7 +220,8 @@ def test_an_https_extender_adds_mcos_ca_to_the_system_roots_and_takes_it_away_ag
 
 def test_plugin_image_and_trust_are_independent() -> None:
     both = mod.scheduler_patched(deployment(), OURS, "IfNotPresent", TRUST_CM)
-    assert mod.scheduler_info(both)["ours"] and mod.scheduler_info(both)["trust"] == TRUST_CM
+    assert mod.scheduler_info(both)["ours"]
+    assert mod.scheduler_info(both)["trust"] == TRUST_CM
     # back to the extender over HTTPS: Volcano's image back, the trust kept
     extender = mod.scheduler_patched(both, "", "", TRUST_CM)
     assert mod.scheduler_info(extender)["image"] == VOLCANO
