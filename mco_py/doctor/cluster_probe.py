@@ -39,7 +39,7 @@ from mco_py.doctor.cluster_view import (
     SchedulerFile,
     json_get,
 )
-from mco_py.doctor.kube_scheduler_checks import mco_extender_urls
+from mco_py.doctor.kube_scheduler_checks import mco_extender_cas
 from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
@@ -135,9 +135,10 @@ def read_scheduler_file(path: Path) -> SchedulerFile:
         return SchedulerFile(str(path), error=exc.strerror or str(exc))
 
 
-def extender_answer(url: str, *, timeout: float) -> str:
+def extender_answer(url: str, *, timeout: float, ca: bytes | None = None) -> str:
     """'' when the host and port of ``url`` answer (``http``: ``GET /readyz``, straight, without a proxy;
-    ``https``: a TLS handshake, the certificate not judged here: the entry's tlsConfig is), else why not."""
+    ``https``: a TLS handshake, whose certificate and name must verify against ``ca`` when given, the CA the
+    scheduler's entry trusts: MCO's), else why not."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -145,7 +146,7 @@ def extender_answer(url: str, *, timeout: float) -> str:
     except ValueError as exc:
         return str(exc)
     if parts.scheme == "https":
-        return _tls_handshake(host, port or 443, timeout)
+        return _tls_handshake(host, port or 443, timeout, ca)
     where = f"[{host}]" if ":" in host else host
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
@@ -159,30 +160,47 @@ def extender_answer(url: str, *, timeout: float) -> str:
         return str(exc) or type(exc).__name__
 
 
-def _tls_handshake(host: str, port: int, timeout: float) -> str:
-    """'' when ``host``:``port`` completes a TLS handshake, or refuses one for want of a client
-    certificate (the scheduler presents one); else why not."""
-    reach_only = ssl.create_default_context()
-    reach_only.check_hostname = False
-    reach_only.verify_mode = ssl.CERT_NONE
+def _tls_handshake(host: str, port: int, timeout: float, ca: bytes | None) -> str:
+    """'' when ``host``:``port`` completes a TLS handshake (its certificate verified against ``ca`` when
+    given, as the scheduler verifies it), or refuses one for want of a client certificate (the scheduler
+    presents one); else why not."""
+    if ca is None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        try:
+            context = ssl.create_default_context(cadata=ca.decode("ascii", "replace"))
+        except (ssl.SSLError, ValueError) as exc:
+            return f"the entry's CA (tlsConfig.caData or caFile) is not a PEM certificate: {exc}"
     try:
         with (
             socket.create_connection((host, port), timeout=timeout) as raw,
-            reach_only.wrap_socket(raw, server_hostname=host or None),
+            context.wrap_socket(raw, server_hostname=host or None),
         ):
             return ""
     except ssl.SSLError as exc:
-        text = str(exc)
-        if "CERTIFICATE_REQUIRED" in text or "HANDSHAKE_FAILURE" in text:
-            return ""
-        if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
-            return (
-                "it answers plain HTTP, not TLS: turn on the extender's TLS (mco_scheduler_extender_tls_*) or "
-                "use an http:// urlPrefix"
-            )
-        return f"TLS handshake failed: {text}"
+        return _tls_error(exc)
     except OSError as exc:
         return str(exc) or type(exc).__name__
+
+
+def _tls_error(exc: ssl.SSLError) -> str:
+    """Why a handshake did not reach the extender ('' for a port that asks for a client certificate)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            f"its certificate does not verify against the CA the entry trusts (tlsConfig.caData or caFile): "
+            f"{exc.verify_message or exc}; the scheduler refuses it the same way"
+        )
+    text = str(exc)
+    if "CERTIFICATE_REQUIRED" in text or "HANDSHAKE_FAILURE" in text:
+        return ""
+    if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
+        return (
+            "it answers plain HTTP, not TLS: turn on the extender's TLS (mco_scheduler_extender_tls_*) or "
+            "use an http:// urlPrefix"
+        )
+    return f"TLS handshake failed: {text}"
 
 
 def probe_cluster(
@@ -250,6 +268,7 @@ def probe_cluster(
 
 
 def extender_answers(texts: Sequence[str | None], timeout: float) -> dict[str, str]:
-    """:func:`extender_answer` for every MCO extender URL in these kube-scheduler configurations."""
-    urls = dict.fromkeys(url for text in texts for url in mco_extender_urls(text))
-    return {url: extender_answer(url, timeout=timeout) for url in urls}
+    """:func:`extender_answer` for every MCO extender URL in these kube-scheduler configurations, verified
+    against the CA its entry trusts."""
+    targets = {url: ca for text in texts for url, ca in mco_extender_cas(text).items()}
+    return {url: extender_answer(url, timeout=timeout, ca=ca) for url, ca in targets.items()}

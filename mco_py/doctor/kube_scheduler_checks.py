@@ -9,8 +9,11 @@ resolver and never through cluster DNS: a ``*.svc`` urlPrefix does not resolve t
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -58,6 +61,35 @@ def mco_extender_urls(text: str | None) -> list[str]:
     except yaml.YAMLError:
         return []
     return [str(e["urlPrefix"]) for e in _mco_extenders(doc)]
+
+
+def mco_extender_cas(text: str | None) -> dict[str, bytes | None]:
+    """urlPrefix -> the CA the entry verifies the extender with (``tlsConfig.caData``, or ``caFile`` when this
+    machine can read it), None when it names none or it is unreadable here: what the probe verifies against."""
+    try:
+        doc = yaml.safe_load(text or "")
+    except yaml.YAMLError:
+        return {}
+    return {str(e["urlPrefix"]): _entry_ca(e) for e in _mco_extenders(doc)}
+
+
+def _entry_ca(entry: Mapping[str, Any]) -> bytes | None:
+    tls = entry.get("tlsConfig")
+    if not isinstance(tls, Mapping):
+        return None
+    data = tls.get("caData")
+    if isinstance(data, str) and data:
+        try:
+            return base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    path = tls.get("caFile")
+    if isinstance(path, str) and path:
+        try:
+            return Path(path).read_bytes()
+        except OSError:
+            return None
+    return None
 
 
 def kube_scheduler_checks(

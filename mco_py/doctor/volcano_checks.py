@@ -84,7 +84,42 @@ def _volcano_extender(name: str, entries: list[dict[str, Any]], deployment: Read
     if problems:
         return Check(name, Verdict.FAIL, "; ".join(problems), DEPLOY_STEP + " (it writes the entry)")
     version = f", Volcano v{running}" if running else ""
-    return Check(name, Verdict.OK, f"extender {shown_url(url)}{version}")
+    trust = _added_trust(deployment) if url.startswith("https://") and deployment.doc is not None else "-"
+    if not trust:
+        return Check(
+            name,
+            Verdict.WARN,
+            f"extender {shown_url(url)}{version}: https://, but the scheduler container adds no CA to its system "
+            "roots (no SSL_CERT_DIR naming a mounted ConfigMap or Secret, no SSL_CERT_FILE): unless the extender's "
+            "certificate comes from a public CA every call fails its TLS handshake, hidden by extender.ignorable",
+            f"{DEPLOY_STEP} with volcano_patch_existing_scheduler_for_https: true, or apply the patch it prints "
+            '(docs/extender.md, "Volcano over HTTPS")',
+        )
+    trusted = f", trusting {trust}" if trust != "-" else ""
+    return Check(name, Verdict.OK, f"extender {shown_url(url)}{version}{trusted}")
+
+
+def _added_trust(deployment: Read) -> str:
+    """Where the scheduler container finds a CA beyond the image's roots (``SSL_CERT_FILE`` or a directory of
+    ``SSL_CERT_DIR`` that mounts a ConfigMap or Secret), e.g. ``ConfigMap mco-extender-trust``; '' when nowhere."""
+    pod = json_get(deployment.doc, "spec", "template", "spec")
+    containers = json_list(json_get(pod, "containers"))
+    images = [str(json_get(c, "image") or "") for c in containers]
+    container = next((c for c, i in zip(containers, images, strict=True) if "vc-scheduler" in i), None)
+    container = container or (containers[0] if containers else None)
+    env = {str(json_get(e, "name")): str(json_get(e, "value") or "") for e in json_list(json_get(container, "env"))}
+    if env.get("SSL_CERT_FILE"):
+        return f"SSL_CERT_FILE={env['SSL_CERT_FILE']}"
+    volumes = {str(json_get(v, "name")): v for v in json_list(json_get(pod, "volumes"))}
+    for mount in json_list(json_get(container, "volumeMounts")):
+        if str(json_get(mount, "mountPath")) not in env.get("SSL_CERT_DIR", "").split(":"):
+            continue
+        volume = volumes.get(str(json_get(mount, "name")))
+        for kind, key in (("ConfigMap", "configMap"), ("Secret", "secret")):
+            source = json_get(volume, key)
+            if isinstance(source, dict):
+                return f"{kind} {source.get('name') or source.get('secretName')}"
+    return ""
 
 
 #: The plugin's name in Volcano's configuration, and the arguments it reads (docs/scheduling.md).

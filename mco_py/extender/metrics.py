@@ -124,7 +124,9 @@ class _ConnectionCollector(Collector):
             "Connections the server closed, by reason (header-timeout, body-timeout, request-timeout, "
             "idle-timeout, evicted: the longest-idle one, to admit a new connection at maxConnections, "
             "unread-replies: pipelined requests whose replies the peer does not read, unauthorized: answered 401, "
-            "auth-throttled: answered 429, more new credentials than the bcrypt budget)",
+            "auth-throttled: answered 429, more new credentials than the bcrypt budget, handshake-timeout: a TLS "
+            "handshake unfinished at headerTimeoutSeconds, handshake-failed: a TLS handshake the peer broke off or "
+            "failed)",
             labels=["reason"],
         )
         for reason in CLOSE_REASONS:
@@ -142,6 +144,8 @@ CLOSE_REASONS = (
     "unread-replies",
     "unauthorized",
     "auth-throttled",
+    "handshake-timeout",
+    "handshake-failed",
 )
 
 

@@ -24,9 +24,11 @@ allocates and copies no ``bytes`` object per read, and idle keep-alive
 connections hold no read buffer.
 
 TLS and basic auth are optional (:class:`ServerOptions.security`, :mod:`mco_py.obs.http_security`):
-the loop's TLS layer with the handshake bounded by the head's deadline; a request without valid
-credentials is answered 401 (429 past the bcrypt budget) and its connection closed, its body
-dropped as it arrives and the app never called.
+a TLS port listens in plain TCP and each connection starts TLS (``loop.start_tls``) once the guard
+has counted it, so a connection counts against the cap from its accept, its handshake included,
+and a handshake has the head's deadline (closed as ``handshake-timeout``, failures counted as
+``handshake-failed``); a request without valid credentials is answered 401 (429 past the bcrypt
+budget) and its connection closed, its body dropped as it arrives and the app never called.
 
 Memory does not creep under load (docs/benchmarks.md, "Extender", "Memory soak"): a closed
 connection frees its parser at once (no reference cycle left for the cyclic
@@ -41,7 +43,7 @@ import contextlib
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +51,7 @@ import httptools
 
 from mco_py.obs.http_app import App, Limits, Request, Response
 from mco_py.obs.http_guard import REFUSED_REPLY, ConnectionGuard
-from mco_py.obs.http_security import BasicAuth, Verdict, WebSecurity
+from mco_py.obs.http_security import BasicAuth, TLSServer, Verdict, WebSecurity
 from mco_py.obs.process import HeapTrimmer
 
 log = logging.getLogger(__name__)
@@ -194,9 +196,17 @@ class _Connection(asyncio.BufferedProtocol):
         *,
         trimmer: HeapTrimmer | None = None,
         auth: BasicAuth | None = None,
+        tls: TLSServer | None = None,
     ) -> None:
         self._app = app
         self._auth = auth
+        self._tls = tls
+        self._handshake: Coroutine[Any, Any, asyncio.Transport | None] | None = None
+        """``loop.start_tls`` in progress (None before, after, and on a plain port)."""
+        self._raw: asyncio.Transport | None = None
+        """The plain transport under the handshake (to abort it)."""
+        self._early = b""
+        """Requests decrypted before ``start_tls`` returned the transport to answer them on."""
         self._read_view = (read_buffer or ReadBuffer(64 * 1024)).view
         self._outbox = outbox
         self._trimmer = trimmer
@@ -235,6 +245,8 @@ class _Connection(asyncio.BufferedProtocol):
 
     def overdue_reason(self) -> str:
         """Why the deadline passed (the counter label of :attr:`ConnectionGuard.closed`)."""
+        if self._handshake is not None:
+            return "handshake-timeout"
         if self._paused:
             return "body-timeout"
         if self.idle:
@@ -253,8 +265,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
         if not self._guard.admit(self):
             self._transport = None
-            with contextlib.suppress(Exception):
-                transport.write(REFUSED_REPLY)  # type: ignore[attr-defined]
+            if self._tls is None:  # a TLS client would not read a plain-text reply
+                with contextlib.suppress(Exception):
+                    transport.write(REFUSED_REPLY)  # type: ignore[attr-defined]
             transport.close()
             self._parser = None
             return
@@ -262,6 +275,59 @@ class _Connection(asyncio.BufferedProtocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls is not None:
+            # Counted from here on. The TLS layer must take the socket over before the loop reads the
+            # ClientHello (uvloop starts reading when connection_made returns): start_tls runs its first
+            # step here, not in a task that would run after a read.
+            self._handshake = asyncio.get_running_loop().start_tls(
+                transport,  # type: ignore[arg-type]  # uvloop's transports are not asyncio subclasses
+                self,
+                self._tls.context,
+                server_side=True,
+                # the guard closes it first (at the head's deadline, counted as handshake-timeout)
+                ssl_handshake_timeout=self._limits.header_timeout + 2 * self._limits.sweep_interval,
+            )
+            self._raw = transport  # type: ignore[assignment]
+            self._step_handshake()
+
+    def _step_handshake(self, _waited: object = None) -> None:
+        """Drive ``start_tls`` (a task that starts now): on to its next wait, or to its end."""
+        handshake = self._handshake
+        if handshake is None:
+            return
+        try:
+            waiter = handshake.send(None)
+        except StopIteration as done:
+            self._handshake = None
+            self._secured(done.value)
+        except Exception:  # whatever ended it (reset, alert, timeout): counted, not logged
+            self._handshake = None
+            self._handshake_failed()
+        else:
+            waiter.add_done_callback(self._step_handshake)
+
+    def _handshake_failed(self) -> None:
+        if self in self._guard.open:  # not dropped by the guard already (it counted it then)
+            self._guard.closed["handshake-failed"] = self._guard.closed.get("handshake-failed", 0) + 1
+            self._guard.forget(self)
+        if self._raw is not None:
+            self._raw.abort()
+        self._raw = self._transport = None
+        self._parser = None
+        self._early = b""
+
+    def _secured(self, secured: asyncio.Transport | None) -> None:
+        if secured is None or secured.is_closing() or self._transport is None or self not in self._guard.open:
+            self._handshake_failed()  # lost as the handshake ended (counted once, by whoever saw it first)
+            if secured is not None:
+                secured.abort()
+            return
+        self._raw = None
+        self._transport = secured
+        self.deadline = self._guard.clock() + self._limits.header_timeout
+        if self._early:
+            early, self._early = self._early, b""
+            self.data_received(early)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._guard.forget(self)
@@ -292,6 +358,10 @@ class _Connection(asyncio.BufferedProtocol):
         return self._read_view
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._handshake is not None:
+            # The TLS layer hands over what follows the handshake before start_tls returns (same callback).
+            self._early += self._read_view[:nbytes]
+            return
         # The parser hands the on_* callbacks copies (bytes), so the shared buffer is free again on return.
         self.data_received(self._read_view[:nbytes])
 
@@ -537,17 +607,14 @@ async def create_server(
     def protocol() -> _Connection:
         if tls is not None:
             tls.refresh()  # a renewed certificate is served from the next connection on
-        return _Connection(app, opts.max_body, guard, read_buffer, outbox, trimmer=trimmer, auth=auth)
+        return _Connection(app, opts.max_body, guard, read_buffer, outbox, trimmer=trimmer, auth=auth, tls=tls)
 
-    # A TLS handshake happens before the connection is handed over (and counted by the guard):
-    # it gets the head's deadline.
-    tls_args: dict[str, Any] = (
-        {"ssl": tls.context, "ssl_handshake_timeout": opts.limits.header_timeout} if tls is not None else {}
-    )
+    # TLS is started by each connection once the guard counted it (_Connection._start_tls), not by the
+    # listener: a handshake in progress then counts against maxConnections and has the head's deadline.
     if sock is not None:
-        server = await loop.create_server(protocol, sock=sock, backlog=1024, **tls_args)
+        server = await loop.create_server(protocol, sock=sock, backlog=1024)
     else:
-        server = await loop.create_server(protocol, host, port, backlog=1024, reuse_port=reuse_port or None, **tls_args)
+        server = await loop.create_server(protocol, host, port, backlog=1024, reuse_port=reuse_port or None)
     bound = server.sockets[0].getsockname()[1]
     return server, int(bound), guard
 

@@ -29,7 +29,8 @@ class GuardedConnection(Protocol):
 class ConnectionGuard:
     """Deadlines and the connection cap of one server (its loop's thread), and their counters.
 
-    A connection is *idle* (just accepted, or between keep-alive requests: may be closed to make
+    A connection is counted from its accept (on a TLS port its handshake included). It is *idle*
+    (just accepted, in its TLS handshake, or between keep-alive requests: may be closed to make
     room), *busy* (a request is arriving) or *paused* (its peer does not read the replies).
     """
 
@@ -41,7 +42,8 @@ class ConnectionGuard:
         self.refused = 0
         self.closed: dict[str, int] = {}
         """Connections closed by the server, by reason (``header-timeout``, ``body-timeout``,
-        ``request-timeout``, ``idle-timeout``, ``evicted``, ``unread-replies``)."""
+        ``request-timeout``, ``idle-timeout``, ``evicted``, ``unread-replies``, ``handshake-timeout``; and by the
+        connection itself ``unauthorized``, ``auth-throttled``, ``handshake-failed``)."""
         self._loop = loop
         self._sweeper: asyncio.TimerHandle | None = None
 

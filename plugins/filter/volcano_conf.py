@@ -10,12 +10,14 @@ as it was (comments, quoting, ordering, blank lines). Flow-style plugin lists
 (``plugins: [...]``) have no lines to edit; for those the whole document is
 re-serialised (comments are lost).
 
-An ``extender`` entry is ours when its ``extender.urlPrefix`` starts with our prefix
-(Volcano allows one extender, and it may be someone else's); an ``mco-plugin`` entry is
-ours by its name (the plugin compiled into MCO's vc-scheduler).
+An ``extender`` entry is ours when its ``extender.urlPrefix`` starts with our prefix, the
+scheme (http or https) and any ``user:password@`` aside (Volcano allows one extender, and it
+may be someone else's); an ``mco-plugin`` entry is ours by its name (the plugin compiled into
+MCO's vc-scheduler). What the find filter returns carries no password (``***`` instead).
 
 Filters:
-  volcano_extender_find(conf)            -> where the extender entry is and its arguments
+  volcano_extender_find(conf, ours_prefix='') -> where the extender entry is, its arguments, whether ours
+  volcano_extender_url(scheme, host, port, path, user='', password='') -> extender.urlPrefix (userinfo escaped)
   volcano_extender_set(conf, args, ours_prefix, replace_foreign=False) -> new conf text
   volcano_extender_remove(conf, ours_prefix) -> conf without our entry (a foreign one is kept)
   volcano_plugin_find(conf, name='mco-plugin') -> where the plugin entry is and its arguments
@@ -26,6 +28,7 @@ Filters:
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 import yaml
 
@@ -131,11 +134,59 @@ def _find(conf: str, name: str) -> dict[str, Any]:
     }
 
 
-def find_extender(conf: str) -> dict[str, Any]:
-    """Where the ``extender`` entry is (tier/index) and its arguments; the target tier."""
+def _find_extender(conf: str) -> dict[str, Any]:
     find = _find(conf, "extender")
     find["url_prefix"] = str(find["arguments"].get("extender.urlPrefix", "")) if find["found"] else ""
     return find
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` without its scheme and ``user:password@`` (``//host:port/path``), to tell whose it is."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return url
+    return "//" + parts.netloc.rpartition("@")[2] + url[len(parts.scheme) + 3 + len(parts.netloc) :]
+
+
+def redact(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` as ``***`` (for messages and facts)."""
+    parts = urlsplit(url)
+    userinfo, at, _host = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.partition(":")[0]
+    start = len(parts.scheme) + 3
+    return url[:start] + f"{user}:***" + url[start + len(userinfo) :]
+
+
+def is_ours(url_prefix: str, ours_prefix: str) -> bool:
+    """Whether ``url_prefix`` (an entry's) is MCO's: it starts with ``ours_prefix``, scheme and credentials aside."""
+    return _without_credentials(url_prefix).startswith(_without_credentials(ours_prefix))
+
+
+def find_extender(conf: str, ours_prefix: str = "") -> dict[str, Any]:
+    """Where the ``extender`` entry is (tier/index) and its arguments (the password of ``extender.urlPrefix``
+    as ``***``); the target tier; ``ours`` when ``ours_prefix`` is given and the entry is MCO's."""
+    find = _find_extender(conf)
+    find["url_prefix"] = redact(find["url_prefix"])
+    if "extender.urlPrefix" in find["arguments"]:
+        find["arguments"] = {**find["arguments"], "extender.urlPrefix": find["url_prefix"]}
+    find["ours"] = bool(find["found"] and ours_prefix and is_ours(find["url_prefix"], _plain(ours_prefix)))
+    return find
+
+
+def extender_url(  # noqa: PLR0917 - a Jinja filter takes its arguments by position
+    scheme: str, host: str, port: int, path: str, user: str = "", password: str = ""
+) -> str:
+    """The ``extender.urlPrefix`` Volcano calls: ``scheme://[user:password@]host:port/path``, the user and
+    password percent-escaped (Go's net/http sends them as ``Authorization: Basic``)."""
+    scheme, host, path, user, password = (str(_plain(v)) for v in (scheme, host, path, user, password))
+    if scheme not in ("http", "https"):
+        raise VolcanoConfError(f"the extender's scheme is http or https, not {scheme!r}")
+    if bool(user) != bool(password):
+        raise VolcanoConfError("give the basic auth user and its password together (or neither)")
+    userinfo = f"{quote(user, safe='')}:{quote(password, safe='')}@" if user else ""
+    return f"{scheme}://{userinfo}{host}:{int(port)}/{path.lstrip('/')}"
 
 
 def find_plugin(conf: str, name: str = PLUGIN) -> dict[str, Any]:
@@ -206,9 +257,9 @@ def _redump(conf: str, name: str, find: dict[str, Any], arguments: dict[str, Any
 
 
 def _check_foreign(find: dict[str, Any], ours_prefix: str, replace_foreign: bool) -> None:
-    if find["found"] and not find["url_prefix"].startswith(ours_prefix) and not replace_foreign:
+    if find["found"] and not is_ours(find["url_prefix"], ours_prefix) and not replace_foreign:
         raise VolcanoConfError(
-            f"volcano-scheduler.conf already has another extender (extender.urlPrefix={find['url_prefix']!r}); "
+            f"volcano-scheduler.conf already has another extender (extender.urlPrefix={redact(find['url_prefix'])!r}); "
             "Volcano allows only one. Remove it, or set volcano_extender_replace_existing: true to replace it"
         )
 
@@ -301,7 +352,7 @@ def set_extender(conf: str, arguments: dict[str, Any], ours_prefix: str, replace
     """
     original = conf
     conf, arguments, ours_prefix = _text(conf), _plain(arguments), _plain(ours_prefix)
-    find = find_extender(conf)
+    find = _find_extender(conf)
     _check_foreign(find, ours_prefix, replace_foreign)
     result = _set_entry(conf, "extender", find, arguments)
     return original if result == conf else result
@@ -316,8 +367,8 @@ def remove_extender(conf: str, ours_prefix: str) -> str:
     """
     original = conf
     conf, ours_prefix = _text(conf), _plain(ours_prefix)
-    find = find_extender(conf)
-    if not find["found"] or not find["url_prefix"].startswith(ours_prefix):
+    find = _find_extender(conf)
+    if not find["found"] or not is_ours(find["url_prefix"], ours_prefix):
         return original
     return _remove_entry(conf, "extender", find)
 
@@ -356,11 +407,12 @@ def _wrap(func: Any) -> Any:
 
 
 class FilterModule:
-    """volcano_extender_find/_set/_remove and volcano_plugin_find/_set/_remove."""
+    """volcano_extender_find/_url/_set/_remove and volcano_plugin_find/_set/_remove."""
 
     def filters(self) -> dict[str, Any]:
         return {
             "volcano_extender_find": _wrap(find_extender),
+            "volcano_extender_url": _wrap(extender_url),
             "volcano_extender_set": _wrap(set_extender),
             "volcano_extender_remove": _wrap(remove_extender),
             "volcano_plugin_find": _wrap(find_plugin),

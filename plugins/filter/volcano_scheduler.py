@@ -14,14 +14,25 @@ run, the switch back to the extender and the uninstall restore exactly what was 
   before MCO set one (only when it did: an imported image needs ``IfNotPresent``, the
   installer's ``Always`` would pull from a registry that does not serve it).
 
-Only the scheduler container's ``image`` and ``imagePullPolicy`` and these annotations
-are ever patched. The Volcano release is read from the tag of the image Volcano itself
-put there (the replaced one while MCO's runs), never guessed.
+For an HTTPS extender the scheduler must trust MCO's CA (Volcano's extender client is Go's
+default ``http.Client``: system roots). ``trust`` (a ConfigMap holding the CA bundle) adds,
+and records in ``mco.many-core.io/extender-trust``: the ConfigMap as volume
+``mco-extender-trust``, mounted read-only at ``/etc/mco/extender-trust`` in the scheduler
+container, and ``SSL_CERT_DIR`` listing Go's default directories plus that one (Go reads the
+system bundle file and every directory listed: the system roots stay, MCO's CA joins them;
+``SSL_CERT_FILE`` would replace them). The API server is reached with the in-cluster CA, not
+system roots. An ``SSL_CERT_DIR`` set by someone else is never replaced (an error says so).
+Without ``trust``, what MCO added (by its annotation) is taken away again.
+
+Only the scheduler container's ``image``, ``imagePullPolicy``, that volume mount and
+environment variable, the pod's volume and these annotations are ever patched. The Volcano
+release is read from the tag of the image Volcano itself put there (the replaced one while MCO's
+runs), never guessed.
 
 Filters:
-  volcano_scheduler_info(deployment)                   -> container, images, version, service account
-  volcano_scheduler_patch(deployment, image='', pull_policy='') -> strategic-merge patch ({} = nothing to do)
-  volcano_scheduler_patched(deployment, image='', pull_policy='') -> the Deployment with that patch applied
+  volcano_scheduler_info(deployment)                   -> container, images, version, service account, trust
+  volcano_scheduler_patch(deployment, image='', pull_policy='', trust='') -> strategic-merge patch ({} = nothing to do)
+  volcano_scheduler_patched(deployment, image='', pull_policy='', trust='') -> the Deployment with that patch applied
 """
 
 from __future__ import annotations
@@ -38,6 +49,11 @@ REPLACED_IMAGE = "mco.many-core.io/replaced-image"
 PLUGIN_IMAGE = "mco.many-core.io/plugin-image"
 REPLACED_PULL_POLICY = "mco.many-core.io/replaced-image-pull-policy"
 ANNOTATIONS = (REPLACED_IMAGE, PLUGIN_IMAGE, REPLACED_PULL_POLICY)
+TRUST = "mco.many-core.io/extender-trust"
+TRUST_VOLUME = "mco-extender-trust"
+TRUST_DIR = "/etc/mco/extender-trust"
+#: Go's default certificate directories on Linux (crypto/x509 root_linux.go), then MCO's.
+TRUST_CERT_DIR = f"/etc/ssl/certs:/etc/pki/tls/certs:{TRUST_DIR}"
 #: A release tag: ``:v1.14.1`` or ``:1.14.1``, optionally pinned by digest.
 _VERSION = re.compile(r":v?([0-9]+[.][0-9]+[.][0-9]+)(@.*)?$")
 
@@ -84,6 +100,7 @@ def scheduler_info(deployment: dict[str, Any] | None) -> dict[str, Any]:
         return {
             "found": False, "container": "", "image": "", "pull_policy": "", "ours": False,
             "stale": False, "volcano_image": "", "version": "", "service_account": "", "annotations": {},
+            "trust": "", "trust_ours": False, "cert_dir": "",
         }  # fmt: skip
     annotations = _dig(deployment, "metadata", "annotations") or {}
     mine = {k: str(v) for k, v in annotations.items() if k in ANNOTATIONS}
@@ -109,13 +126,60 @@ def scheduler_info(deployment: dict[str, Any] | None) -> dict[str, Any]:
         "version": image_version(volcano_image),
         "service_account": str(pod.get("serviceAccountName") or pod.get("serviceAccount") or "default"),
         "annotations": mine,
+        **_trust_info(annotations, pod, chosen),
     }
 
 
-def scheduler_patch(deployment: dict[str, Any], image: str = "", pull_policy: str = "") -> dict[str, Any]:
+def _trust_info(annotations: dict[str, Any], pod: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
+    """``trust``: the ConfigMap the scheduler container trusts as MCO's CA (mounted at TRUST_DIR, listed in
+    SSL_CERT_DIR), else ''; ``trust_ours``: MCO added it (its annotation); ``cert_dir``: SSL_CERT_DIR as set."""
+    env = {str(e.get("name")): e for e in container.get("env") or [] if isinstance(e, dict)}
+    cert_dir = str(env.get("SSL_CERT_DIR", {}).get("value") or "")
+    mount = next((m for m in container.get("volumeMounts") or [] if m.get("mountPath") == TRUST_DIR), None)
+    volume = next((v for v in pod.get("volumes") or [] if mount and v.get("name") == mount.get("name")), None)
+    trust = str(_dig(volume, "configMap", "name") or "") if TRUST_DIR in cert_dir.split(":") else ""
+    return {"trust": trust, "trust_ours": bool(trust) and annotations.get(TRUST) == trust, "cert_dir": cert_dir}
+
+
+def _trust_patch(info: dict[str, Any], annotations: dict[str, Any], trust: str) -> dict[str, Any]:
+    """The pod and container changes that make the scheduler trust ConfigMap ``trust`` (or, '', undo MCO's)."""
+    if trust:
+        if info["trust"] == trust:
+            return {}  # as asked (by MCO, or by hand: then MCO records nothing and will take nothing away)
+        if info["cert_dir"] and info["cert_dir"] != TRUST_CERT_DIR:
+            raise VolcanoSchedulerError(
+                f"the scheduler container sets SSL_CERT_DIR={info['cert_dir']!r}, and MCO would replace it to trust "
+                f"its CA: add {TRUST_DIR} to it and mount ConfigMap {trust} there (docs/extender.md, "
+                '"Volcano over HTTPS"), or remove it'
+            )
+        return {
+            "annotation": trust,
+            "volumes": [{"name": TRUST_VOLUME, "configMap": {"name": trust}}],
+            "container": {
+                "volumeMounts": [{"name": TRUST_VOLUME, "mountPath": TRUST_DIR, "readOnly": True}],
+                "env": [{"name": "SSL_CERT_DIR", "value": TRUST_CERT_DIR}],
+            },
+        }
+    if not annotations.get(TRUST):
+        return {}  # MCO added nothing (a trust set up by hand stays)
+    return {
+        "annotation": None,
+        "volumes": [{"name": TRUST_VOLUME, "$patch": "delete"}],
+        "container": {
+            "volumeMounts": [{"mountPath": TRUST_DIR, "$patch": "delete"}],
+            "env": [{"name": "SSL_CERT_DIR", "$patch": "delete"}],
+        },
+    }
+
+
+def scheduler_patch(
+    deployment: dict[str, Any], image: str = "", pull_policy: str = "", trust: str = ""
+) -> dict[str, Any]:
     """The strategic-merge patch that makes the scheduler container run ``image`` (MCO's, with
     ``pull_policy`` when given), recording what it replaces; ``image`` empty: Volcano's own image
-    and pull policy back, MCO's annotations gone. ``{}`` when the Deployment is as asked."""
+    and pull policy back, MCO's annotations gone. ``trust``: the ConfigMap of MCO's CA bundle the
+    container trusts (module docstring); empty: MCO's trust taken away. ``{}`` when the Deployment is as asked."""
+    deployment, trust = _plain(deployment), str(_plain(trust) or "")
     info = scheduler_info(deployment)
     if not info["container"]:
         raise VolcanoSchedulerError("the scheduler Deployment has no container to patch")
@@ -141,18 +205,46 @@ def scheduler_patch(deployment: dict[str, Any], image: str = "", pull_policy: st
                 container["imagePullPolicy"] = policy
     annotations: dict[str, Any] = {k: v for k, v in want.items() if info["annotations"].get(k) != v}
     annotations.update({k: None for k in info["annotations"] if k not in want})
+    trusted = _trust_patch(info, _dig(deployment, "metadata", "annotations") or {}, trust)
+    return _assemble(info["container"], annotations, container, trusted)
+
+
+def _assemble(
+    name: str, annotations: dict[str, Any], container: dict[str, Any], trusted: dict[str, Any]
+) -> dict[str, Any]:
+    """The strategic-merge patch of these annotation, container and trust changes ({} when none)."""
+    if trusted:
+        annotations[TRUST] = trusted["annotation"]
+        container.update(trusted["container"])
     patch: dict[str, Any] = {}
     if annotations:
         patch["metadata"] = {"annotations": annotations}
+    pod: dict[str, Any] = {}
     if container:
-        patch["spec"] = {"template": {"spec": {"containers": [{"name": info["container"], **container}]}}}
+        pod["containers"] = [{"name": name, **container}]
+    if trusted:
+        pod["volumes"] = trusted["volumes"]
+    if pod:
+        patch["spec"] = {"template": {"spec": pod}}
     return patch
 
 
-def scheduler_patched(deployment: dict[str, Any], image: str = "", pull_policy: str = "") -> dict[str, Any]:
+def _merge_list(items: list[dict[str, Any]], changes: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """A strategic merge of ``changes`` into ``items`` by ``key`` (``$patch: delete`` removes)."""
+    out = [dict(item) for item in items]
+    for change in changes:
+        out = [item for item in out if item.get(key) != change.get(key)]
+        if change.get("$patch") != "delete":
+            out.append(change)
+    return out
+
+
+def scheduler_patched(
+    deployment: dict[str, Any], image: str = "", pull_policy: str = "", trust: str = ""
+) -> dict[str, Any]:
     """``deployment`` with :func:`scheduler_patch` applied (for a manifest's Deployment before it is applied)."""
     out = _plain(deployment)
-    patch = scheduler_patch(out, image, pull_policy)
+    patch = scheduler_patch(out, image, pull_policy, trust)
     annotations = out.setdefault("metadata", {}).setdefault("annotations", {})
     for key, value in (_dig(patch, "metadata", "annotations") or {}).items():
         if value is None:
@@ -161,11 +253,26 @@ def scheduler_patched(deployment: dict[str, Any], image: str = "", pull_policy: 
             annotations[key] = value
     if not annotations:
         del out["metadata"]["annotations"]
+    pod = out["spec"]["template"]["spec"]
     for change in _dig(patch, "spec", "template", "spec", "containers") or []:
-        for container in out["spec"]["template"]["spec"]["containers"]:
+        for container in pod["containers"]:
             if container.get("name") == change["name"]:
-                container.update(change)
+                _merge_into(container, change, {"volumeMounts": "mountPath", "env": "name"})
+    _merge_into(pod, _dig(patch, "spec", "template", "spec") or {}, {"volumes": "name"}, only_lists=True)
     return out
+
+
+def _merge_into(
+    obj: dict[str, Any], change: dict[str, Any], lists: dict[str, str], *, only_lists: bool = False
+) -> None:
+    """``change`` merged into ``obj`` as the API server does: the ``lists`` by their merge key, the rest replaced."""
+    for field, key in lists.items():
+        if field in change:
+            obj[field] = _merge_list(obj.get(field) or [], change[field], key)
+            if not obj[field]:
+                del obj[field]
+    if not only_lists:
+        obj.update({k: v for k, v in change.items() if k not in lists})
 
 
 def _wrap(func: Any) -> Any:

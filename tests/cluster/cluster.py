@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import os
 import shutil
 import signal
 import socket
@@ -151,11 +152,15 @@ class RealCluster:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _spawn(self, name: str, args: Sequence[str]) -> _Process:
+    def _spawn(self, name: str, args: Sequence[str], environment: Mapping[str, str] | None = None) -> _Process:
         log = self.workdir / f"{name}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [str(a) for a in args], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                [str(a) for a in args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **environment} if environment else None,
             )
         process = _Process(name, proc, log)
         self.processes.append(process)
@@ -394,10 +399,13 @@ class RealCluster:
         self.start_vc_scheduler(timeout=timeout)
         self._wait(controller, queue_open, timeout)
 
-    def start_vc_scheduler(self, *, kubeconfig: Path | None = None, timeout: float = 120.0) -> None:
+    def start_vc_scheduler(
+        self, *, kubeconfig: Path | None = None, timeout: float = 120.0, environment: Mapping[str, str] | None = None
+    ) -> None:
         """vc-scheduler (``bins["vc-scheduler"]``) with the configuration file of :meth:`start_volcano`,
-        its metrics on ``volcano_metrics_port``; ``kubeconfig``: its credentials (default the admin's).
-        A vc-scheduler already running is stopped first."""
+        its metrics on ``volcano_metrics_port``; ``kubeconfig``: its credentials (default the admin's);
+        ``environment``: variables added to this process's (a pod's ``env``). A vc-scheduler already running
+        is stopped first."""
         self.stop_vc_scheduler()
         health, self.volcano_metrics_port = free_port(), free_port()
         self.vc_scheduler = self._spawn(
@@ -416,6 +424,7 @@ class RealCluster:
                 "--logtostderr",
                 "-v=3",
             ],
+            environment,
         )
         self._wait(self.vc_scheduler, lambda: _http_ok(f"http://127.0.0.1:{health}/healthz"), timeout)
 

@@ -8,16 +8,20 @@ the extender, with the report fresh, stale, and with the extender down.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shlex
+import ssl
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+import bcrypt
 import grpc
 import pytest
 import yaml
@@ -32,6 +36,7 @@ from mco_py.report.size import DEFAULT_STATUS_BUDGET
 from mco_py.rpc.analyzer.v1.analyzer_pb2 import Control, GuardAction
 from mco_py.rpc.analyzer.v1.analyzer_pb2_grpc import AnalyzerStub
 from mco_py.store.kube import KubeReportStore
+from tests.analyzer.certs import TestCA
 from tests.cluster.cluster import free_port, volcano_conf
 from tests.cluster_tests.conftest import (
     NS,
@@ -620,6 +625,119 @@ def _scale_report(env: Env) -> None:
         )
     finally:
         extender.stop()
+
+
+def _https_requests(url: str, context: ssl.SSLContext, authorization: str) -> float:
+    """Volcano's calls the extender answered (mco_extender_requests_total of its predicate route), over HTTPS."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    request = urllib.request.Request(f"{url}/metrics", headers={"Authorization": authorization})
+    with urllib.request.urlopen(request, timeout=5, context=context) as resp:
+        text = resp.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "mco_extender_requests"
+        for sample in family.samples
+        if sample.name.endswith("_total") and sample.labels.get("route") == "volcano_predicate"
+    )
+
+
+def test_volcano_reaches_an_https_extender_with_basic_auth_through_the_role(env: Env) -> None:
+    """The volcano role registers https://volcano:PASSWORD@... and has the scheduler trust MCO's CA; the real
+    vc-scheduler, run as the kubelet would run the patched Deployment (its env, the ConfigMap's file in the
+    mount), calls the HTTPS extender with basic auth. An existing Volcano's Deployment is changed only on request."""
+    existing_volcano(env.cluster)
+    run_playbook(env, {})  # MCO's objects (the extender's ServiceAccount) and the plain http:// entry
+    pki = env.workdir / "extender-pki"
+    pki.mkdir(exist_ok=True)
+    ca = TestCA(pki)
+    pair = ca.issue("extender", "mco-scheduler-extender", ["localhost"], server=True, ips=["127.0.0.1"])
+    password = "s3cret/@:pw"  # characters a URL's userinfo must escape
+    authorization = "Basic " + base64.b64encode(f"volcano:{password}".encode()).decode()
+    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+    if env.extender is not None:
+        env.extender.stop()
+    config = env.workdir / "extender-https.yaml"
+    config.write_text(yaml.safe_dump({
+        "mode": "cluster", "kubeconfig": str(env.kubeconfig("mco-scheduler-extender")),
+        "listen": f"127.0.0.1:{env.extender_port}", "crStatusTTLSeconds": TTL, "volcanoVersion": "1.10",
+        "web": {"tls": {"certFile": str(pair.cert), "keyFile": str(pair.key)}, "basicAuthUsers": {"volcano": hashed}},
+    }))  # fmt: skip
+    extender = env.extender = start_service(env.workdir, "extender-https", "extender", f"--config={config}")
+    url = f"https://127.0.0.1:{env.extender_port}"
+    context = ssl.create_default_context(cafile=str(ca.path))
+
+    def answers() -> bool:
+        assert extender.running(), extender.log.read_text()[-3000:]
+        try:
+            _https_requests(url, context, authorization)
+        except OSError:  # URLError too: not listening yet
+            return False
+        return True
+
+    wait_until(answers, "the HTTPS extender")
+    https = {  # the entry's host stays the inventory's 127.0.0.1 (an IP address in the certificate)
+        "volcano_extender_tls": True,
+        "volcano_extender_ca_file": str(ca.path),
+        "volcano_extender_basic_auth": True,
+        "volcano_extender_basic_auth_user": "volcano",
+        "volcano_extender_basic_auth_password": password,
+    }
+    deployment = env.json("get", "deployment", "-n", "volcano-system", "volcano-scheduler")
+    try:
+        # an existing Volcano: the role stops with the patch to apply by hand, and leaves the Deployment alone
+        run, document = run_playbook_raw(env, https)
+        assert run.returncode != 0
+        messages = "\n".join(failure_messages(document))
+        assert "volcano_patch_existing_scheduler_for_https: true" in messages, messages
+        assert "kubectl -n volcano-system patch deploy/volcano-scheduler --patch" in messages
+        assert env.json("get", "deployment", "-n", "volcano-system", "volcano-scheduler")["spec"] == deployment["spec"]
+        trust = env.json("get", "configmap", "-n", "volcano-system", "mco-extender-trust")
+        assert trust["data"]["ca.pem"].strip() == ca.path.read_text().strip()
+        assert password not in run.stdout + run.stderr
+        escaped = urllib.parse.quote(password, safe="")
+        assert escaped not in run.stdout + run.stderr
+        # asked to: the role adds the trust to the Deployment and writes the https:// entry
+        run, document = run_playbook_raw(env, {**https, "volcano_patch_existing_scheduler_for_https": True})
+        assert run.returncode == 0, "\n".join(failure_messages(document))
+        assert password not in run.stdout + run.stderr
+        assert escaped not in run.stdout + run.stderr
+        patched = env.json("get", "deployment", "-n", "volcano-system", "volcano-scheduler")
+        assert patched["metadata"]["annotations"]["mco.many-core.io/extender-trust"] == "mco-extender-trust"
+        (container,) = patched["spec"]["template"]["spec"]["containers"]
+        cert_dir = {e["name"]: e["value"] for e in container["env"]}["SSL_CERT_DIR"]
+        (mount,) = container["volumeMounts"]
+        assert mount["mountPath"] in cert_dir.split(":")
+        conf = env.json("get", "configmap", "-n", "volcano-system", "volcano-scheduler-configmap")["data"]
+        prefix = f"https://volcano:{escaped}@127.0.0.1:{env.extender_port}/volcano/v1.10"
+        assert f"extender.urlPrefix: {prefix}" in conf["volcano-scheduler.conf"]
+        assert run_playbook(env, {**https, "volcano_patch_existing_scheduler_for_https": True})["changed"] == 0
+        # the real vc-scheduler as the kubelet runs that pod: the ConfigMaps' files, the container's env
+        mount_scheduler_configmap(env)
+        mounted = env.workdir / "extender-trust"
+        mounted.mkdir(exist_ok=True)
+        (mounted / "ca.pem").write_text(trust["data"]["ca.pem"])
+        env.cluster.start_vc_scheduler(environment={"SSL_CERT_DIR": cert_dir.replace(mount["mountPath"], str(mounted))})
+        before = _https_requests(url, context, authorization)
+        env.placements(env.create_pods("https", 2))
+        assert _https_requests(url, context, authorization) > before, "Volcano's calls reached the HTTPS extender"
+        env.delete_pods()
+        # without MCO's CA in its roots the same scheduler cannot verify the extender: no call gets through
+        env.cluster.start_vc_scheduler()
+        before = _https_requests(url, context, authorization)
+        env.placements(env.create_pods("untrusted", 2))  # ignorable: placed without MCO
+        assert _https_requests(url, context, authorization) == before
+    finally:
+        env.delete_pods()
+        extender.stop()
+        env.extender = None
+        # back to plain HTTP: the entry is http:// again and what MCO added to the Deployment is gone
+        run_playbook(env, {})
+        restored = env.json("get", "deployment", "-n", "volcano-system", "volcano-scheduler")
+        assert restored["spec"] == deployment["spec"]
+        mount_scheduler_configmap(env)
+        env.cluster.start_vc_scheduler()
 
 
 def test_uninstall_removes_mcos_objects_and_only_its_volcano_lines(env: Env) -> None:

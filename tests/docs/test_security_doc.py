@@ -67,3 +67,34 @@ def test_the_scheduler_row_says_what_each_schedulers_client_can_present() -> Non
     assert not [a for a in arguments if re.search(r"(?i)tls|cert|ca(?:File|Data)|token|auth", a)], arguments
     assert "Authorization" not in plugin
     assert "takes no CA, client certificate or token argument" in row
+
+
+def test_volcano_over_https_rests_on_what_go_does() -> None:
+    """docs/extender.md, "Volcano over HTTPS", and the volcano role's trust (plugins/filter/volcano_scheduler.py)
+    rest on Go's own code: Volcano's client is the default Transport, a URL's user and password become
+    `Authorization: Basic`, and SSL_CERT_DIR (colon-separated) replaces only the default directories, which the
+    role lists before MCO's, while the bundle file is still read."""
+    plugin = (
+        _go_module("volcano.sh/volcano") / "pkg" / "scheduler" / "plugins" / "extender" / "extender.go"
+    ).read_text()
+    assert "client: http.Client{Timeout: cfg.httpTimeout}" in plugin
+    assert "Transport" not in plugin
+    go = shutil.which("go")
+    assert go, "needs the go tool (make setup installs it)"
+    goroot = Path(subprocess.run([go, "env", "GOROOT"], capture_output=True, text=True, check=True).stdout.strip())
+    client = (goroot / "src" / "net" / "http" / "client.go").read_text()
+    assert re.search(r'if u := req\.URL\.User; u != nil && req\.Header\.Get\("Authorization"\) == ""', client)
+    assert 'req.Header.Set("Authorization", "Basic "+basicAuth(username, password))' in client
+    unix = (goroot / "src" / "crypto" / "x509" / "root_unix.go").read_text()
+    assert 'certDirEnv = "SSL_CERT_DIR"' in unix
+    assert 'dirs = strings.Split(d, ":")' in unix
+    # the bundle file is read whatever SSL_CERT_DIR says (only SSL_CERT_FILE replaces it)
+    assert re.search(r"files := certFiles\n\tif f := os\.Getenv\(certFileEnv\)", unix)
+    linux = (goroot / "src" / "crypto" / "x509" / "root_linux.go").read_text()
+    defaults = re.findall(r'^\t"([^"]+)",', linux.split("var certDirectories")[1].split("}")[0], re.M)
+    role = (ROOT / "plugins" / "filter" / "volcano_scheduler.py").read_text()
+    trust_dir = re.search(r'^TRUST_DIR = "([^"]+)"', role, re.M)
+    assert trust_dir
+    assert f'TRUST_CERT_DIR = f"{":".join(defaults)}:{{TRUST_DIR}}"' in role, defaults
+    doc = (ROOT / "docs" / "extender.md").read_text()
+    assert f"SSL_CERT_DIR={':'.join(defaults)}:{trust_dir.group(1)}" in doc

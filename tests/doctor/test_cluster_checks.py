@@ -22,6 +22,7 @@ from mco_py.doctor.main import mco_namespace
 from mco_py.doctor.volcano_checks import go_duration_seconds
 from mco_py.report.shards import shard_index
 from tests.doctor.kubeconfigs import unreachable_kubeconfig
+from tests.roles.helpers import load_module
 
 NOW = 1_800_000_000.0
 KATA = {KATA_LABEL: "true", KVM_LABEL: "true"}
@@ -57,6 +58,18 @@ def scheduler_image(image: str, *, annotated: str | None = None) -> Read:
     """The scheduler Deployment running ``image`` (annotated by the volcano role as its plugin image)."""
     meta = {"annotations": {"mco.many-core.io/plugin-image": annotated}} if annotated else {}
     return Read({"metadata": meta, "spec": {"template": {"spec": {"containers": [{"image": image}]}}}})
+
+
+HTTPS_URL = "https://volcano:pw@mco-scheduler-extender.mco-system.svc:9879/volcano/v1.10"
+SCHEDULER_FILTER = load_module("plugins/filter/volcano_scheduler.py", "volcano_scheduler")
+
+
+def trusted() -> Read:
+    """The scheduler Deployment as the volcano role leaves it for an HTTPS extender (its own filter's patch)."""
+    deployment = {"spec": {"template": {"spec": {"containers": [
+        {"name": "volcano-scheduler", "image": "docker.io/volcanosh/vc-scheduler:v1.12.4"}
+    ]}}}}  # fmt: skip
+    return Read(SCHEDULER_FILTER.scheduler_patched(deployment, "", "", "mco-extender-trust"))
 
 
 def volcano_conf(**arguments: Any) -> Read:
@@ -278,6 +291,21 @@ def _status(view: ClusterView, **changes: Any) -> ClusterView:
             "volcano scheduler",
             Verdict.FAIL,
             "was not found: its image is not checked",
+        ),
+        (
+            lambda v: replace(v, volcano_conf=volcano_conf(**{"extender.urlPrefix": HTTPS_URL})),
+            "volcano scheduler",
+            Verdict.WARN,
+            "https://volcano:***@mco-scheduler-extender.mco-system.svc:9879/volcano/v1.10, Volcano v1.12.4: "
+            "https://, but the scheduler container adds no CA to its system roots",
+        ),
+        (
+            lambda v: replace(
+                v, volcano_conf=volcano_conf(**{"extender.urlPrefix": HTTPS_URL}), volcano_deployment=trusted()
+            ),
+            "volcano scheduler",
+            Verdict.OK,
+            "Volcano v1.12.4, trusting ConfigMap mco-extender-trust",
         ),
         (
             lambda v: replace(v, runtime_class=Read({"handler": "kata-qemu"})),

@@ -4,6 +4,7 @@ scheduler runs, ``ignorable`` named, TLS settings."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import http.server
 import json
@@ -21,9 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mco_py.doctor.checks import Check, Verdict
-from mco_py.doctor.cluster_probe import extender_answer, read_scheduler_file
+from mco_py.doctor.cluster_probe import extender_answer, extender_answers, read_scheduler_file
 from mco_py.doctor.cluster_view import Read, SchedulerFile, shown_url
-from mco_py.doctor.kube_scheduler_checks import kube_scheduler_checks, mco_extender_urls
+from mco_py.doctor.kube_scheduler_checks import kube_scheduler_checks, mco_extender_cas, mco_extender_urls
 from tests.analyzer.certs import TestCA
 from tests.cluster.cluster import free_port
 from tests.docs.examples import render_kube_scheduler_entry
@@ -267,13 +268,30 @@ def test_an_https_extender_answers_and_a_plain_one_behind_https_is_named(
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    url = f"https://127.0.0.1:{server.server_address[1]}/kube"
     try:
-        assert extender_answer(f"https://127.0.0.1:{server.server_address[1]}/kube", timeout=5) == ""
+        assert extender_answer(url, timeout=5) == ""
+        # verified against the CA the entry trusts (MCO's, inline as kube-scheduler's tlsConfig.caData)
+        ours = configuration(entry(urlPrefix=url, enableHTTPS=True, tlsConfig={"caData": _b64(ca.path)}))
+        assert mco_extender_cas(ours) == {url: ca.path.read_bytes()}
+        assert extender_answers([ours], timeout=5) == {url: ""}
+        (tmp_path / "other").mkdir()
+        other = TestCA(tmp_path / "other")
+        theirs = configuration(entry(urlPrefix=url, enableHTTPS=True, tlsConfig={"caFile": str(other.path)}))
+        (answer,) = extender_answers([theirs], timeout=5).values()
+        assert answer.startswith("its certificate does not verify against the CA the entry trusts"), answer
+        check = judge_file(theirs, {url: answer})
+        assert check.verdict is Verdict.FAIL
+        assert "does not answer from here (its certificate does not verify" in check.detail
     finally:
         server.shutdown()
         server.server_close()
     plain = extender_answer(f"https://127.0.0.1:{readyz}/kube", timeout=5)
     assert plain.startswith("it answers plain HTTP, not TLS"), plain
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
 
 
 def test_a_password_in_the_url_is_neither_shown_nor_taken_for_the_host(readyz: int) -> None:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import time
+import urllib.request
 
 import pytest
 
+from tests.analyzer.certs import TestCA
 from tests.waiting import wait_until
 
 from .conftest import LIMITS, ExtenderProcess
@@ -124,6 +127,36 @@ def test_connection_flood_is_capped_idle_ones_make_room_busy_ones_refuse(extende
     counters = ext.metrics()
     assert counters["mco_extender_connections_refused_total"] >= 1
     assert counters['mco_extender_connections_closed_total{reason="evicted"}'] >= 2 * cap - 1
+
+
+def test_unfinished_tls_handshakes_are_capped_and_closed(extender, tmp_path):
+    """On an HTTPS port a connection counts from its accept: a stranger's connections that never send a
+    ClientHello hold at most maxConnections fds, a scheduler still gets in, and all are closed at the
+    head's deadline."""
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    ca = TestCA(pki)
+    pair = ca.issue("extender", "mco-scheduler-extender", ["localhost"], server=True, ips=["127.0.0.1"])
+    ext = extender(web={"tls": {"certFile": str(pair.cert), "keyFile": str(pair.key)}})
+    context = ssl.create_default_context(cafile=str(ca.path))
+    cap = int(LIMITS["maxConnections"])
+    fds_before = ext.fds()
+    silent = [ext.connect() for _ in range(cap * 3)]  # three times the cap, none starts its handshake
+    time.sleep(0.5)
+    assert ext.fds() <= fds_before + cap + 2
+    req = urllib.request.Request(f"https://127.0.0.1:{ext.port}{PREDICATE}", data=b"{}", method="POST")
+    with urllib.request.urlopen(req, timeout=10, context=context) as resp:  # a scheduler still gets in
+        assert resp.status == 200
+    started = time.monotonic()
+    wait_until(lambda: ext.fds() <= fds_before, "the unfinished handshakes to be closed", 10)
+    assert time.monotonic() - started < LIMITS["headerTimeoutSeconds"] + 3
+    assert all(closed_by_server(sock, 1) for sock in silent)
+    with urllib.request.urlopen(f"https://127.0.0.1:{ext.port}/metrics", timeout=10, context=context) as resp:
+        counters = dict(
+            line.rsplit(" ", 1) for line in resp.read().decode().splitlines() if line and not line.startswith("#")
+        )
+    assert float(counters['mco_extender_connections_closed_total{reason="evicted"}']) >= 2 * cap - 1
+    assert float(counters['mco_extender_connections_closed_total{reason="handshake-timeout"}']) >= 1
 
 
 def test_a_peer_that_never_reads_its_replies_is_paused_then_closed(extender):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import os
 import socket
@@ -22,10 +23,11 @@ from mco_py.config import analyzer, collector, extender
 from mco_py.config.loader import load
 from mco_py.errors import ConfigError
 from mco_py.obs.http import RunningServer, ServerOptions, start_in_thread
-from mco_py.obs.http_app import Request, Response
+from mco_py.obs.http_app import Limits, Request, Response
 from mco_py.obs.http_security import BasicAuth, TLSServer, TLSServerConfig, Verdict, WebSecurity
 from mco_py.obs.metrics import serve_metrics
 from tests.analyzer.certs import Issued, TestCA
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = b"s3cret-scrape"
@@ -255,6 +257,42 @@ def test_a_rotated_client_ca_bundle_is_used_without_a_restart(tmp_path: Path, pk
         assert _get(server.port, context=_client_context(pki, old_client))[0] == 200
         assert tls.reloads == 1
     finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("use_uvloop", [True, False], ids=["uvloop", "asyncio"])
+def test_tls_handshakes_in_progress_count_against_max_connections(
+    pki: dict[str, Issued | TestCA], use_uvloop: bool
+) -> None:
+    """A connection counts from its accept: strangers that never finish (or break off) a handshake hold at
+    most maxConnections, make room for a client like idle connections do, and are closed at the head's
+    deadline, counted by reason."""
+    limits = Limits(max_connections=4, header_timeout=1.0, sweep_interval=0.05)
+    options = ServerOptions(limits=limits, security=WebSecurity(tls=_tls(pki)))
+    server = start_in_thread(_Recorder(), options=options, use_uvloop=use_uvloop)
+    silent: list[socket.socket] = []
+    try:
+        for _ in range(12):  # three times the cap, none sends a ClientHello
+            silent.append(socket.create_connection(("127.0.0.1", server.port), timeout=10))
+        wait_until(lambda: server.guard.closed.get("evicted", 0) >= 8, "the oldest handshakes to make room", 10)
+        assert len(server.guard.open) == 4
+        # a client still gets in: the oldest unfinished handshake makes room for it
+        assert _get(server.port, context=_client_context(pki))[0] == 200
+        # the rest are closed at the head's deadline
+        wait_until(lambda: not server.guard.open, "the unfinished handshakes to be closed", 10)
+        assert server.guard.closed.get("handshake-timeout", 0) >= 1
+        # a broken-off handshake leaves at once, counted
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as garbage:
+            garbage.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            garbage.settimeout(10)
+            with contextlib.suppress(ConnectionError):
+                while garbage.recv(4096):
+                    pass
+        wait_until(lambda: server.guard.closed.get("handshake-failed", 0) == 1, "the failed handshake counted", 10)
+        assert not server.guard.open
+    finally:
+        for sock in silent:
+            sock.close()
         server.stop()
 
 

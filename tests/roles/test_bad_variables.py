@@ -75,11 +75,36 @@ CASES = [
                 "mco_manage_scheduler_config": True,
                 **secured,
             },
-            "The extender's port asks for TLS or basic auth",
+            message,
         )
-        for secured in (
-            {"mco_scheduler_extender_tls_pki": True},
-            {"mco_scheduler_extender_basic_auth_users": {"volcano": "$2y$10$" + "a" * 53}},
+        for secured, message in (
+            (
+                {
+                    "mco_scheduler_extender_tls_server_config": {
+                        "cert_file": "/c",
+                        "key_file": "/k",
+                        "client_auth_type": "RequireAndVerifyClientCert",
+                        "client_ca_file": "/ca",
+                    }
+                },
+                "asks for a client certificate",
+            ),
+            (
+                {"mco_scheduler_extender_basic_auth_users": {"volcano": "$2y$10$" + "a" * 53}},
+                "set volcano_extender_basic_auth_user to one of those users",
+            ),
+            (
+                {
+                    "mco_scheduler_extender_basic_auth_users": {"volcano": "$2y$10$" + "a" * 53},
+                    "volcano_extender_basic_auth_user": "prometheus",
+                    "volcano_extender_basic_auth_password": "pw",
+                },
+                'volcano_extender_basic_auth_user="prometheus" is not one of the extender\'s users',
+            ),
+            (
+                {"mco_scheduler_extender_tls_pki": True, "volcano_extender_ca_file": "/nonexistent/ca.pem"},
+                "/nonexistent/ca.pem is not a file on the controller",
+            ),
         )
     ],
     ("volcano.yml", {"mco_volcano_enabled": True}, "set volcano_kubeconfig (mco_kubeconfig)"),

@@ -37,7 +37,7 @@ FILTER_NAMES = sorted(filters())
 def test_the_plugins_register_the_filters_the_roles_use() -> None:
     used = {"grantable_caps", "volcano_manifest", "volcano_scheduler_info", "containerd_with_block"}
     assert used <= set(FILTER_NAMES)
-    assert len(FILTER_NAMES) == 14
+    assert len(FILTER_NAMES) == 15
 
 
 @pytest.fixture(scope="module")

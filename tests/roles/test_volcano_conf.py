@@ -141,7 +141,46 @@ def test_find_reports_foreign_entry() -> None:
         "arguments": {"extender.urlPrefix": "http://o"},
         "url_prefix": "http://o",
         "target_tier": 1,
+        "ours": False,
     }
+
+
+def test_an_https_entry_with_credentials_is_ours_and_its_password_never_leaves_the_filter() -> None:
+    """Switching the extender to HTTPS and basic auth updates MCO's entry (not a foreign one), and what the
+    find filter hands the play (facts, messages) carries no password."""
+    host = "mco-scheduler-extender.mco-system.svc"
+    https = conf_mod.extender_url("https", host, 9879, "volcano/v1.10", "volcano", "p@ss/w:rd")
+    assert https == "https://volcano:p%40ss%2Fw%3Ard@mco-scheduler-extender.mco-system.svc:9879/volcano/v1.10"
+    upstream = _fixture_conf("v1.12.4")
+    plain = conf_mod.set_extender(upstream, _args("v1.10"), PREFIX)
+    secured = conf_mod.set_extender(plain, {**_args("v1.10"), "extender.urlPrefix": https}, PREFIX)
+    assert _plugins(secured, 1)[-1]["arguments"]["extender.urlPrefix"] == https
+    found = conf_mod.find_extender(secured, PREFIX)
+    assert found["ours"] is True
+    assert found["url_prefix"] == "https://volcano:***@mco-scheduler-extender.mco-system.svc:9879/volcano/v1.10"
+    assert "p%40ss" not in repr(found)
+    # and back to plain HTTP: the same entry, no credentials left
+    assert conf_mod.set_extender(secured, _args("v1.10"), PREFIX) == plain
+    assert conf_mod.remove_extender(secured, PREFIX) == upstream
+    # someone else's HTTPS extender is still foreign, and its password is not in the message
+    foreign = secured.replace("mco-scheduler-extender.mco-system.svc:9879", "other:8443")
+    assert conf_mod.find_extender(foreign, PREFIX)["ours"] is False
+    with pytest.raises(conf_mod.VolcanoConfError, match=r"https://volcano:\*\*\*@other:8443") as err:
+        conf_mod.set_extender(foreign, _args("v1.10"), PREFIX)
+    assert "p%40ss" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("ftp", "h", 1, "p"), "http or https"),
+        (("https", "h", 1, "p", "volcano", ""), "together"),
+        (("https", "h", 1, "p", "", "secret"), "together"),
+    ],
+)
+def test_a_bad_extender_url_is_refused(args: tuple[Any, ...], message: str) -> None:
+    with pytest.raises(conf_mod.VolcanoConfError, match=message):
+        conf_mod.extender_url(*args)
 
 
 @pytest.mark.parametrize(

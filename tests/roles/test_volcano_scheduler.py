@@ -184,3 +184,56 @@ def test_the_roles_image_and_release_are_the_ones_the_build_makes() -> None:
     assert pinned[1].startswith(f"v{role_vars['__volcano_plugin_series']}.")
     assert pinned[1] in defaults["volcano_version"]  # the release the role installs
     assert pinned[1] in role_vars["__volcano_known_sha256"]
+
+
+TRUST_CM = "mco-extender-trust"
+
+
+def test_an_https_extender_adds_mcos_ca_to_the_system_roots_and_takes_it_away_again() -> None:
+    """The scheduler container trusts MCO's CA through SSL_CERT_DIR = Go's default directories plus the
+    ConfigMap's mount (the system roots stay), recorded in an annotation; without trust it all goes."""
+    original = deployment()
+    patch = mod.scheduler_patch(original, "", "", TRUST_CM)
+    assert patch["metadata"]["annotations"] == {mod.TRUST: TRUST_CM}
+    pod = patch["spec"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "mco-extender-trust", "configMap": {"name": TRUST_CM}}]
+    (container,) = pod["containers"]
+    assert container["env"] == [
+        {"name": "SSL_CERT_DIR", "value": "/etc/ssl/certs:/etc/pki/tls/certs:/etc/mco/extender-trust"}
+    ]
+    assert container["volumeMounts"] == [
+        {"name": "mco-extender-trust", "mountPath": "/etc/mco/extender-trust", "readOnly": True}
+    ]
+    assert "image" not in container  # nothing else of the container changes
+    trusted = mod.scheduler_patched(original, "", "", TRUST_CM)
+    info = mod.scheduler_info(trusted)
+    assert (info["trust"], info["trust_ours"]) == (TRUST_CM, True)
+    assert mod.scheduler_patch(trusted, "", "", TRUST_CM) == {}  # a second run changes nothing
+    back = mod.scheduler_patch(trusted, "", "", "")
+    (undo,) = back["spec"]["template"]["spec"]["containers"]
+    assert undo["env"] == [{"name": "SSL_CERT_DIR", "$patch": "delete"}]
+    assert back["metadata"]["annotations"] == {mod.TRUST: None}
+    restored = mod.scheduler_patched(trusted, "", "", "")
+    original["metadata"].pop("annotations")
+    assert restored == original
+
+
+def test_plugin_image_and_trust_are_independent() -> None:
+    both = mod.scheduler_patched(deployment(), OURS, "IfNotPresent", TRUST_CM)
+    assert mod.scheduler_info(both)["ours"]
+    assert mod.scheduler_info(both)["trust"] == TRUST_CM
+    # back to the extender over HTTPS: Volcano's image back, the trust kept
+    extender = mod.scheduler_patched(both, "", "", TRUST_CM)
+    assert mod.scheduler_info(extender)["image"] == VOLCANO
+    assert mod.scheduler_info(extender)["trust"] == TRUST_CM
+
+
+def test_a_trust_set_up_by_hand_is_kept_and_another_ssl_cert_dir_is_never_replaced() -> None:
+    by_hand = mod.scheduler_patched(deployment(), "", "", TRUST_CM)
+    by_hand["metadata"].pop("annotations")  # the operator applied the same patch without MCO's annotation
+    assert mod.scheduler_patch(by_hand, "", "", TRUST_CM) == {}
+    assert mod.scheduler_patch(by_hand, "", "", "") == {}  # MCO did not add it: MCO does not take it away
+    theirs = deployment()
+    theirs["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "SSL_CERT_DIR", "value": "/etc/corp-ca"}]
+    with pytest.raises(mod.VolcanoSchedulerError, match=r"SSL_CERT_DIR='/etc/corp-ca'.*add /etc/mco/extender-trust"):
+        mod.scheduler_patch(theirs, "", "", TRUST_CM)
