@@ -643,6 +643,12 @@ def _https_requests(url: str, context: ssl.SSLContext, authorization: str) -> fl
     )
 
 
+def _foreign_trust_configmap(env: Env) -> None:
+    """The CA bundle's ConfigMap as an operator makes it by hand (volcano_manage_scheduler_config: false)."""
+    env.kubectl("delete", "configmap", "-n", "volcano-system", "mco-extender-trust", "--ignore-not-found")
+    env.kubectl("create", "configmap", "-n", "volcano-system", "mco-extender-trust", "--from-literal=ca.pem=theirs")
+
+
 def test_volcano_reaches_an_https_extender_with_basic_auth_through_the_role(env: Env) -> None:
     """The volcano role registers https://volcano:PASSWORD@... and has the scheduler trust MCO's CA; the real
     vc-scheduler, run as the kubelet would run the patched Deployment (its env, the ConfigMap's file in the
@@ -686,6 +692,14 @@ def test_volcano_reaches_an_https_extender_with_basic_auth_through_the_role(env:
     }
     deployment = env.json("get", "deployment", "-n", "volcano-system", "volcano-scheduler")
     try:
+        # a ConfigMap of the bundle's name that MCO did not make is never overwritten
+        _foreign_trust_configmap(env)
+        run, document = run_playbook_raw(env, {**https, "volcano_patch_existing_scheduler_for_https": True})
+        assert run.returncode != 0
+        messages = "\n".join(failure_messages(document))
+        assert "exists and MCO did not make it" in messages, messages
+        assert env.json("get", "configmap", "-n", "volcano-system", "mco-extender-trust")["data"]["ca.pem"] == "theirs"
+        env.kubectl("delete", "configmap", "-n", "volcano-system", "mco-extender-trust")
         # an existing Volcano: the role stops with the patch to apply by hand, and leaves the Deployment alone
         run, document = run_playbook_raw(env, https)
         assert run.returncode != 0
@@ -743,7 +757,10 @@ def test_volcano_reaches_an_https_extender_with_basic_auth_through_the_role(env:
 def test_uninstall_removes_mcos_objects_and_only_its_volcano_lines(env: Env) -> None:
     """Last in this module: it takes MCO out of the cluster."""
     before = env.json("get", "configmap", "-n", "volcano-system", "volcano-scheduler-configmap")["data"]
+    _foreign_trust_configmap(env)  # made by hand, still mounted by the scheduler it was made for: it stays
     assert run_playbook(env, {}, UNINSTALL)["changed"] > 0
+    assert env.json("get", "configmap", "-n", "volcano-system", "mco-extender-trust")["data"] == {"ca.pem": "theirs"}
+    env.kubectl("delete", "configmap", "-n", "volcano-system", "mco-extender-trust")
     after = env.json("get", "configmap", "-n", "volcano-system", "volcano-scheduler-configmap")["data"]
     old, new = before["volcano-scheduler.conf"].splitlines(), after["volcano-scheduler.conf"].splitlines()
     cut = next(i for i, (a, b) in enumerate(zip([*old, ""], [*new, ""], strict=False)) if a != b)
