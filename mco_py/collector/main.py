@@ -33,6 +33,7 @@ from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 
 if TYPE_CHECKING:
     from mco_py.collector.stream import StreamFanout
+    from mco_py.obs.pki import CertRenewer
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,22 @@ class CollectorDaemon:
                 guard_changes=g.take_changes if g else None,
             )
             self.loop.publish = self.fanout.publish
-        CredentialExpiry("collector", credential_files(settings), registry=self.registry)
+        credentials = CredentialExpiry("collector", credential_files(settings), registry=self.registry)
+        self.renewer: CertRenewer | None = None
+        stream = settings.stream
+        if stream.enabled and stream.cert_renewal and stream.tls_cert is not None:
+            from mco_py.collector.renewal import renew_client_certificate  # noqa: PLC0415
+            from mco_py.obs.pki import CertRenewer, finish_interrupted  # noqa: PLC0415
+
+            if stream.tls_key is not None:
+                finish_interrupted(stream.tls_cert, stream.tls_key)
+            self.renewer = CertRenewer(
+                "grpc_certificate",
+                stream.tls_cert,
+                lambda: log.info("client certificate renewed by analyzer %s", renew_client_certificate(stream)),
+                renew_at=stream.cert_renew_at,
+                on_result=lambda result: credentials.count_renewal("grpc_certificate", result),
+            )
         self.loop.metrics = CollectorMetrics(
             self.registry,
             streams=self.fanout.statuses if self.fanout else None,
@@ -218,6 +234,8 @@ class CollectorDaemon:
         )
         if self.fanout is not None:
             self.fanout.start()
+        if self.renewer is not None:
+            self.renewer.start()
         if self.guard is not None:
             self.guard.start()
         self._thread = threading.Thread(target=self.loop.run, name="sample-loop", daemon=True)
@@ -234,6 +252,8 @@ class CollectorDaemon:
             self._thread.join(timeout=10)
         if self.guard is not None:
             self.guard.stop()  # puts the offline limits back
+        if self.renewer is not None:
+            self.renewer.stop()
         if self.fanout is not None:
             self.fanout.close()
         if self._server is not None:
