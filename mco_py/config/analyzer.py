@@ -95,7 +95,7 @@ class AnalyzerSettings(Section, frozen=True):
     ] = ""
     tls_signer_key: Annotated[str, Meta(description="the signing CA's key (PEM; readable by the analyzer only)")] = ""
     cert_term: Annotated[
-        float, Meta(ge=60, description="lifetime of the certificates the signing CA issues, seconds (365 days)")
+        float, Meta(ge=10, description="lifetime of the certificates the signing CA issues, seconds (365 days)")
     ] = 365 * 86400.0
     cert_renewal: Annotated[
         bool,
