@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import datetime
 import shutil
+import socket
+import ssl
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from cryptography import x509
+from prometheus_client.parser import text_string_to_metric_families
 
 from mco_py.obs.pki import load_chain
 from tests.analyzer.certs import TestCA
@@ -69,6 +74,7 @@ def hosts(tmp_path: Path) -> Iterator[tuple[Processes, dict[str, int], dict[str,
     ca = TestCA(tmp_path)
     signer = ca.intermediate("signer")
     server_cert, server_key = short_lived(ca, "analyzer", "ctl-1", server=True)
+    web_cert, web_key = short_lived(ca, "analyzer-metrics", "ctl-1", server=True)
     client_cert, client_key = short_lived(ca, "collector", "node-1", server=False)
     shutil.copytree(HOST_TREE, tmp_path / "node")
     etc = tmp_path / "etc"
@@ -88,6 +94,7 @@ def hosts(tmp_path: Path) -> Iterator[tuple[Processes, dict[str, int], dict[str,
         "tlsSignerCert": str(signer.cert),
         "tlsSignerKey": str(signer.key),
         "certTerm": LIFETIME,
+        "metricsWeb": {"tls": {"certFile": str(web_cert), "keyFile": str(web_key)}},
     }
     collector = {
         "nodeName": "node-1",
@@ -115,19 +122,43 @@ def hosts(tmp_path: Path) -> Iterator[tuple[Processes, dict[str, int], dict[str,
     try:
         procs.start("analyzer")
         procs.start("collector")
-        yield procs, ports, {"server": server_cert, "client": client_cert, "client_key": client_key}
+        yield procs, ports, {"server": server_cert, "client": client_cert, "client_key": client_key, "web": web_cert,
+                             "ca": ca.path}  # fmt: skip
     finally:
         for proc in procs.procs.values():
             proc.kill()
             proc.wait(timeout=20)
 
 
-def value(port: int, name: str, **labels: str) -> float:
+def value(port: int, name: str, *, ca: Path | None = None, **labels: str) -> float:
+    """A series' value summed over matching labels; over HTTPS verified with the root ``ca`` alone when given."""
     try:
-        series = scrape(port)
+        if ca is None:
+            series = scrape(port)
+        else:
+            context = ssl.create_default_context(cafile=str(ca))
+            with urllib.request.urlopen(f"https://localhost:{port}/metrics", timeout=10, context=context) as reply:
+                text = reply.read().decode()
+            series = {
+                (s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+            }
     except OSError:
         return 0.0
     return sum(v for (n, ls), v in series.items() if n == name and labels.items() <= dict(ls).items())
+
+
+def served_not_after(port: int, ca: Path) -> float:
+    """notAfter of the certificate the HTTPS port presents, verified against the root alone."""
+    context = ssl.create_default_context(cafile=str(ca))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).not_valid_after_utc.timestamp()
 
 
 def not_after(path: Path) -> float:
@@ -140,6 +171,8 @@ def test_a_collector_keeps_streaming_past_its_first_certificate_and_both_sides_r
 ) -> None:
     procs, ports, files = hosts
     first_client, first_server = not_after(files["client"]), not_after(files["server"])
+    first_web = not_after(files["web"])
+    analyzer = {"ca": files["ca"]}  # its /metrics is HTTPS
 
     def sent() -> float:
         return value(ports["collector"], "mco_collector_samples_sent_total")
@@ -161,11 +194,27 @@ def test_a_collector_keeps_streaming_past_its_first_certificate_and_both_sides_r
             timeout=30,
         )
         wait_until(
-            lambda: value(ports["analyzer"], "mco_analyzer_credential_renewals_total", result="renewed") >= 2,
+            lambda: (
+                value(
+                    ports["analyzer"],
+                    "mco_analyzer_credential_renewals_total",
+                    **analyzer,
+                    credential="grpc_certificate",
+                    result="renewed",
+                )
+                >= 2
+            ),
             "a second renewal of the analyzer's own certificate",
             timeout=30,
         )
-        assert value(ports["analyzer"], "mco_analyzer_certificate_renewals_signed_total", result="signed") >= 2
+        assert (
+            value(ports["analyzer"], "mco_analyzer_certificate_renewals_signed_total", **analyzer, result="signed") >= 2
+        )
+        # the HTTPS port's certificate renewed too: served with its chain, verified against the root alone
+        wait_until(
+            lambda: served_not_after(ports["analyzer"], files["ca"]) > first_web, "a renewed /metrics certificate"
+        )
+        assert time.time() > first_web  # past the first one's expiry, the port still verifies
         assert value(ports["collector"], "mco_collector_credential_renewals_total", result="error") == 0
         # a new connection works with the renewed certificates only: restart the analyzer
         procs.stop("analyzer")
