@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 DEFAULT_RENEW_AT = 0.67
 #: Each renewal starts up to this share of the lifetime earlier, at random (hosts do not renew in step).
 JITTER = 0.05
+#: A failed renewal is retried after a minute, then twice as long each time up to an hour.
+BACKOFF_FIRST = 60.0
+BACKOFF_MAX = 3600.0
 #: Default term of a certificate a signing CA issues, seconds (the controller's mco_pki_cert_days).
 DEFAULT_TERM = 365 * 86400.0
 
@@ -359,8 +362,9 @@ class CertRenewer:
 
     ``renew`` does it (raises RenewalError or ConfigError to fail this attempt); ``on_result``
     hears ``renewed`` or ``error`` for the renewals counter. A failed attempt is retried with
-    doubling backoff (up to a tenth of the lifetime) while the certificate has not expired; a
-    certificate replaced from outside (a playbook run) is scheduled anew.
+    doubling backoff (:meth:`backoff`, a minute up to an hour), also after the certificate expired
+    (a renewal the analyzer then refuses, counted, until a playbook run replaces it); a
+    certificate replaced from outside is scheduled anew.
     """
 
     def __init__(
@@ -440,11 +444,13 @@ class CertRenewer:
             log.info("renewed certificate %s", self.name, extra={"credential": self.name})
 
     def backoff(self, lifetime: float, failures: int) -> float:
-        """Seconds before retry number ``failures``: doubling from a hundredth of the lifetime (at least
-        half a second) up to a tenth of it (at least a second), jittered between half and all of it."""
+        """Seconds before retry number ``failures``: doubling from a minute (or a hundredth of a shorter
+        lifetime, at least half a second) up to an hour (or a tenth of a shorter lifetime, at least a
+        second), jittered between half and all of it."""
         lifetime = lifetime if math.isfinite(lifetime) else 0.0
-        longest = max(1.0, lifetime / 10)
-        delay = min(longest, max(0.5, lifetime / 100) * 2 ** min(failures - 1, 30))
+        first = max(0.5, min(BACKOFF_FIRST, lifetime / 100))
+        longest = max(1.0, min(BACKOFF_MAX, lifetime / 10))
+        delay = min(longest, first * 2 ** min(failures - 1, 30))
         return self._rng.uniform(delay / 2, delay)
 
     def _report(self, result: str) -> None:

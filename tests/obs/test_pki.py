@@ -210,6 +210,16 @@ def test_renewal_is_due_at_two_thirds_of_the_lifetime_jittered_earlier() -> None
     assert max(dues) - min(dues) > 5  # hosts do not renew in step
 
 
+def test_retries_back_off_from_a_minute_to_an_hour_or_a_share_of_a_short_lifetime() -> None:
+    renewer = CertRenewer("c", Path("/nonexistent"), lambda: None, rng=random.Random(1))
+    year = 365 * 86400.0
+    assert 30 <= renewer.backoff(year, 1) <= 60
+    assert 60 <= renewer.backoff(year, 2) <= 120
+    assert all(1800 <= renewer.backoff(year, n) <= 3600 for n in (7, 20, 100))
+    assert 0.25 <= renewer.backoff(30.0, 1) <= 0.5  # a 30-second test certificate
+    assert all(renewer.backoff(30.0, n) <= 3.0 for n in range(1, 40))
+
+
 def test_a_failed_renewal_is_retried_and_counted_until_it_succeeds(tmp_path: Path) -> None:
     ca = TestCA(tmp_path)
     now = datetime.datetime.now(UTC)
