@@ -33,7 +33,8 @@ from mco_py.kube.token import renew_in_background
 from mco_py.obs import process
 from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.metrics import serve_metrics
-from mco_py.obs.pki import CertRenewer, Signer, finish_interrupted
+from mco_py.obs.pki import Signer, finish_interrupted
+from mco_py.obs.renewal import CertRenewer
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 from mco_py.store.base import ReportStore
 from mco_py.store.file import FileReportStore

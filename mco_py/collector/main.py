@@ -19,6 +19,7 @@ from mco_py.collector.exporter import CollectorMetrics
 from mco_py.collector.guard.files import detect_layout
 from mco_py.collector.guard.loop import GuardLoop, NodeGuard
 from mco_py.collector.guard.writer import LimitWriter
+from mco_py.collector.renewal import finish_interrupted_renewal, renew_in_child
 from mco_py.collector.sampler import SampleLoop, Sampler, open_sources, workload_groups
 from mco_py.collector.signals import NodeSample
 from mco_py.collector.workload_groups import WorkloadGroups
@@ -29,11 +30,11 @@ from mco_py.obs import process
 from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.http import RunningServer
 from mco_py.obs.metrics import serve_metrics
+from mco_py.obs.renewal import CertRenewer, RenewalError
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 
 if TYPE_CHECKING:
     from mco_py.collector.stream import StreamFanout
-    from mco_py.obs.pki import CertRenewer
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,12 @@ class CollectorDaemon:
             else:
                 log.warning("restored the CPU limits a killed guard left (%s)", settings.guard.journal)
         self.fanout: StreamFanout | None = None
+        if settings.stream.enabled and settings.stream.cert_renewal:
+            try:  # before the streams read the pair: a crash may have left the new key beside it
+                if finish_interrupted_renewal(settings.stream):
+                    log.info("finished an interrupted renewal of the client certificate: its new key is in place")
+            except RenewalError as exc:
+                log.warning("cannot finish an interrupted renewal of the client certificate: %s", exc)
         if settings.stream.enabled:
             # grpc is imported only when streaming: an exporter-only collector stays smaller without it.
             # gRPC's EventEngine client keeps four threads waking many times a second (a large share of
@@ -194,15 +201,10 @@ class CollectorDaemon:
         self.renewer: CertRenewer | None = None
         stream = settings.stream
         if stream.enabled and stream.cert_renewal and stream.tls_cert is not None:
-            from mco_py.collector.renewal import renew_client_certificate  # noqa: PLC0415
-            from mco_py.obs.pki import CertRenewer, finish_interrupted  # noqa: PLC0415
-
-            if stream.tls_key is not None:
-                finish_interrupted(stream.tls_cert, stream.tls_key)
             self.renewer = CertRenewer(
                 "grpc_certificate",
                 stream.tls_cert,
-                lambda: log.info("client certificate renewed by analyzer %s", renew_client_certificate(stream)),
+                lambda: log.info("client certificate renewed by analyzer %s", renew_in_child(stream)),
                 renew_at=stream.cert_renew_at,
                 on_result=lambda result: credentials.count_renewal("grpc_certificate", result),
             )

@@ -1,61 +1,48 @@
-"""The collector renews its stream client certificate through an analyzer (``Analyzer.Renew``).
+"""The collector renews its stream client certificate through an analyzer, at 2/3 of its lifetime.
 
-A new key is made on this host and never leaves it: only its signing request goes out, over a
-connection authenticated with the current certificate. The first analyzer that signs wins; the
-answer is checked (this key, the same subject and names, a chain to the trust bundle) before it
-replaces the files (mco_py.obs.pki.install_pair), and the streams use it from their next
-connection on (ChannelTLS), the open ones staying up.
+The daemon only schedules it (:class:`mco_py.obs.renewal.CertRenewer`, no X.509 library); each
+attempt runs in a short-lived child (:mod:`mco_py.collector.renew_worker`), which makes the key and
+the request with ``cryptography``. The daemon never loads that library (about 10 MB of RSS on
+every node, for an attempt a year).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+import subprocess
+import sys
 
-import grpc
+import msgspec
 
-from mco_py.collector.stream import channel_credentials, metadata
 from mco_py.config.collector import StreamSettings
-from mco_py.errors import ConfigError
-from mco_py.obs.pki import RenewalError, install_pair, load_chain, new_key, signing_request, verify_renewed
-from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
-from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
+from mco_py.obs.renewal import RenewalError, pending_key_path
 
-#: Longest one analyzer may take to answer a renewal, seconds.
-RENEW_TIMEOUT_S = 10.0
+#: Longest one attempt may take (every analyzer tried, 10 s each at most, and the child's start).
+ATTEMPT_TIMEOUT_S = 120.0
 
 
-def renew_client_certificate(config: StreamSettings, *, clock: Callable[[], float] = time.time) -> str:
-    """Renew ``stream.tlsCert``/``tlsKey`` through the first analyzer that signs; returns its address.
-    Raises RenewalError naming every analyzer's answer when none did."""
-    if config.tls_cert is None or config.tls_key is None or config.tls_ca is None:
-        raise ConfigError("certificate renewal needs stream.tlsCa, stream.tlsCert and stream.tlsKey")
+def renew_in_child(config: StreamSettings, *, timeout: float = ATTEMPT_TIMEOUT_S) -> str:
+    """Renew ``stream.tlsCert`` in a child process; the analyzer that signed. Raises RenewalError with
+    the child's reason."""
+    return _child(config, [], timeout)
+
+
+def finish_interrupted_renewal(config: StreamSettings) -> bool:
+    """Complete a renewal a crash cut between its renames (``<tlsKey>.next`` left): True when one was.
+    Run before the streams load their files; without a ``.next`` file no child is started."""
+    if config.tls_key is None or not pending_key_path(config.tls_key).exists():
+        return False
+    return _child(config, ["--finish"], ATTEMPT_TIMEOUT_S) == "finished"
+
+
+def _child(config: StreamSettings, args: list[str], timeout: float) -> str:
+    argv = [sys.executable, "-m", "mco_py.collector.renew_worker", *args]
     try:
-        current = load_chain(config.tls_cert.read_bytes())[0]
-        trust = config.tls_ca.read_bytes()
-    except (OSError, ValueError) as exc:
-        raise RenewalError(f"cannot read the client certificate or the trust bundle: {exc}") from exc
-    key = new_key()
-    request = pb.RenewRequest(csr_pem=signing_request(current, key))
-    credentials = channel_credentials(config)
-    assert credentials is not None  # tlsCa is set
-    options = [("grpc.ssl_target_name_override", config.tls_server_name)] if config.tls_server_name else []
-    problems = []
-    for target in dict.fromkeys(config.analyzers):
-        with grpc.secure_channel(target, credentials, options=options) as channel:
-            try:
-                reply = pb_grpc.AnalyzerStub(channel).Renew(request, timeout=RENEW_TIMEOUT_S, metadata=metadata(config))
-            except grpc.RpcError as exc:
-                code = exc.code() if isinstance(exc, grpc.Call) else None
-                details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-                problems.append(f"{target}: {code.name if code else '?'}: {details}")
-                continue
-        chain = bytes(reply.certificate_chain_pem)
-        try:
-            verify_renewed(chain, key, current, trust, at=clock())
-        except RenewalError as exc:
-            problems.append(f"{target}: {exc}")
-            continue
-        install_pair(config.tls_cert, config.tls_key, chain, key)
-        return target
-    raise RenewalError("no analyzer renewed the client certificate: " + "; ".join(problems or ["no analyzers"]))
+        done = subprocess.run(
+            argv, input=msgspec.json.encode(config, enc_hook=str), capture_output=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RenewalError(f"the renewal child did not finish: {exc}") from exc
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise RenewalError(lines[-1][:1000] if lines else f"the renewal child exited with {done.returncode}")
+    return done.stdout.decode("utf-8", "replace").strip()

@@ -216,6 +216,9 @@ def test_a_collector_keeps_streaming_past_its_first_certificate_and_both_sides_r
         )
         assert time.time() > first_web  # past the first one's expiry, the port still verifies
         assert value(ports["collector"], "mco_collector_credential_renewals_total", result="error") == 0
+        # the daemon renewed through a short-lived child: it never mapped cryptography's library itself
+        maps = Path(f"/proc/{procs.procs['collector'].pid}/maps").read_text()
+        assert "cryptography" not in maps
         # a new connection works with the renewed certificates only: restart the analyzer
         procs.stop("analyzer")
         procs.start("analyzer")

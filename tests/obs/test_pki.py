@@ -18,8 +18,6 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from mco_py.errors import ConfigError
 from mco_py.obs.pki import (
     BadRequest,
-    CertRenewer,
-    RenewalError,
     Signer,
     SigningRefused,
     finish_interrupted,
@@ -27,10 +25,10 @@ from mco_py.obs.pki import (
     key_pem,
     load_chain,
     new_key,
-    pending_key_path,
     signing_request,
     verify_renewed,
 )
+from mco_py.obs.renewal import CertRenewer, RenewalError, pending_key_path
 from tests.analyzer.certs import TestCA
 
 UTC = datetime.UTC
