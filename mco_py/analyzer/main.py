@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import os
 import socket
@@ -33,8 +32,7 @@ from mco_py.kube.token import renew_in_background
 from mco_py.obs import process
 from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.metrics import serve_metrics
-from mco_py.obs.pki import Signer, finish_interrupted
-from mco_py.obs.renewal import CertRenewer
+from mco_py.obs.pki import Signer, renew_own
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 from mco_py.store.base import ReportStore
 from mco_py.store.file import FileReportStore
@@ -138,16 +136,8 @@ def _renewal(settings: AnalyzerSettings, parts: _Parts, credentials: CredentialE
     tls = settings.metrics_web.tls
     if tls.cert_file is not None and tls.key_file is not None:
         own.append(("metrics_certificate", tls.cert_file, tls.key_file))
-    for name, cert, key in own:
-        finish_interrupted(cert, key)
-        renewer = CertRenewer(
-            name,
-            cert,
-            functools.partial(signer.reissue, cert, key),
-            renew_at=settings.cert_renew_at,
-            on_result=functools.partial(credentials.count_renewal, name),
-        )
-        parts.stops.append(renewer.start().stop)
+    for renewer in renew_own(signer, own, renew_at=settings.cert_renew_at, on_result=credentials.count_renewal):
+        parts.stops.append(renewer.stop)
     return signer
 
 

@@ -26,6 +26,7 @@ from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.obs import process
 from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.http import ServerOptions, serve_forever
+from mco_py.obs.renewal import CertRenewer, stop_all
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
 if TYPE_CHECKING:
@@ -46,6 +47,22 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> Loaded[Ext
     return load_with_args(SPEC, args, default_file=DEFAULT_PATH, env=env)
 
 
+def _credentials(cfg: ExtenderSettings) -> tuple[CollectorRegistry, CredentialExpiry, list[CertRenewer]]:
+    """The service's metrics registry with its credentials' expiry gauges, and with a signing CA and
+    certRenewal a started renewer of the port's certificate (``web_certificate``)."""
+    registry = CollectorRegistry()
+    credentials = CredentialExpiry("extender", credential_files(cfg), registry=registry)
+    tls = cfg.web.tls
+    if not (cfg.tls_signer_cert and cfg.cert_renewal and tls.cert_file is not None and tls.key_file is not None):
+        return registry, credentials, []
+    from mco_py.obs.pki import Signer, renew_own  # noqa: PLC0415 - cryptography only where a host renews
+
+    signer = Signer(Path(cfg.tls_signer_cert), Path(cfg.tls_signer_key), term=cfg.cert_term)
+    pairs = [("web_certificate", tls.cert_file, tls.key_file)]
+    renewers = renew_own(signer, pairs, renew_at=cfg.cert_renew_at, on_result=credentials.count_renewal)
+    return registry, credentials, renewers
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = settings_for_main("extender", lambda: build_config(args, os.environ))
     if cfg is None:
@@ -53,14 +70,13 @@ def run(args: argparse.Namespace) -> int:
     host, port = cfg.address
     try:
         security = cfg.web.security("web")
+        registry, credentials, renewers = _credentials(cfg)
     except ConfigError as exc:
         print(f"mco extender: {exc}", file=sys.stderr)
         return 2
 
     labels: NodeLabelCache | NoLabels
     source: FileReportSource | WatchReportSource
-    registry = CollectorRegistry()
-    credentials = CredentialExpiry("extender", credential_files(cfg), registry=registry)
     renewer: TokenRenewer | None = None
     if cfg.mode == "cluster":
         from mco_py.kube.client import load_api_client  # noqa: PLC0415 - only cluster mode needs the client
@@ -138,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         source.stop()
         labels.stop()
+        stop_all(renewers)
         if renewer is not None:
             renewer.stop()
     log.info("extender stopped")

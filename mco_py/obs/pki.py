@@ -18,11 +18,12 @@ files up for new connections.
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from mco_py.errors import ConfigError, MCOError
 from mco_py.obs.files import Stamp, file_stamps
-from mco_py.obs.renewal import RenewalError, pending_key_path
+from mco_py.obs.renewal import DEFAULT_RENEW_AT, CertRenewer, RenewalError, pending_key_path
 
 log = logging.getLogger(__name__)
 
@@ -336,3 +337,28 @@ def verify_renewed(
         raise RenewalError("the renewed certificate names another subject than the current one")
     if not chains_to(certs, roots, at=at):
         raise RenewalError("the renewed certificate does not chain to the trust bundle, or is not valid now")
+
+
+def renew_own(
+    signer: Signer,
+    pairs: Sequence[tuple[str, Path, Path]],
+    *,
+    renew_at: float = DEFAULT_RENEW_AT,
+    on_result: Callable[[str, str], None] | None = None,
+) -> list[CertRenewer]:
+    """Started renewers of this host's own certificates: each ``(credential name, certificate, key)``
+    reissued with ``signer`` (a renewal a crash cut short is finished first); ``on_result`` hears the
+    name and ``renewed`` or ``error``."""
+    out = []
+    for name, cert, key in pairs:
+        finish_interrupted(cert, key)
+        out.append(
+            CertRenewer(
+                name,
+                cert,
+                functools.partial(signer.reissue, cert, key),
+                renew_at=renew_at,
+                on_result=functools.partial(on_result, name) if on_result is not None else None,
+            ).start()
+        )
+    return out

@@ -12,7 +12,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from mco_py.errors import ConfigError, MCOError
@@ -139,3 +139,9 @@ class CertRenewer:
     def _report(self, result: str) -> None:
         if self._on_result is not None:
             self._on_result(result)
+
+
+def stop_all(renewers: Iterable[CertRenewer]) -> None:
+    """Stop each of ``renewers``."""
+    for renewer in renewers:
+        renewer.stop()
