@@ -173,6 +173,12 @@ class CollectorDaemon:
             else:
                 log.warning("restored the CPU limits a killed guard left (%s)", settings.guard.journal)
         self.fanout: StreamFanout | None = None
+        if settings.stream.enabled and not settings.stream.cert_renewal and settings.stream.tls_cert is not None:
+            log.warning(
+                "stream.certRenewal is false: the client certificate %s expires unless the controller reissues it "
+                "(playbooks/mco.yml)",
+                settings.stream.tls_cert,
+            )
         if settings.stream.enabled and settings.stream.cert_renewal:
             try:  # before the streams read the pair: a crash may have left the new key beside it
                 if finish_interrupted_renewal(settings.stream):
