@@ -197,7 +197,6 @@ def serve(settings: AnalyzerSettings, *, registry: CollectorRegistry, stop: thre
             workloads=parts.guard[0],
             post_change=parts.guard[1],
             signer=signer,
-            on_renewal=lambda result: metrics.renewals_signed.labels(result).inc(),
         )
         parts.stops.append(server.stop)
         loop = ReportLoop(

@@ -162,13 +162,10 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         workloads: WorkloadIndex | None = None,
         post_change: Callable[[GuardChange], None] | None = None,
         signer: Signer | None = None,
-        on_renewal: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         self.signer = signer
         """Signs collectors' renewals (a control host's signing CA); None: Renew is refused."""
-        self.on_renewal = on_renewal
-        """Hears ``signed`` or ``refused`` for each Renew call answered."""
         self.workloads = workloads
         """Pods by node: each stream's node gets its pods with their class (cluster mode)."""
         self.post_change = post_change
@@ -309,13 +306,11 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
             )
             names = sorted(cert_node_names(context.auth_context()) or ())
             log.warning("certificate renewal refused for %s: %s", ",".join(names)[:200], exc)
-            if self.on_renewal is not None:
-                self.on_renewal("refused")
+            self.engine.metrics.renewals_signed.labels("refused").inc()
             await context.abort(code, str(exc))
         names = sorted(cert_node_names(context.auth_context()) or ())
         log.info("signed a renewed certificate for %s", ",".join(names)[:200], extra={"names": names[:8]})
-        if self.on_renewal is not None:
-            self.on_renewal("signed")
+        self.engine.metrics.renewals_signed.labels("signed").inc()
         return pb.RenewResponse(certificate_chain_pem=chain)
 
     async def StreamSamples(
@@ -396,7 +391,6 @@ def create_server(
     workloads: WorkloadIndex | None = None,
     post_change: Callable[[GuardChange], None] | None = None,
     signer: Signer | None = None,
-    on_renewal: Callable[[str], None] | None = None,
 ) -> tuple[GrpcServer, int]:
     """Start the analyzer's gRPC server; returns it and the bound port (``listen`` may use port 0)."""
     credentials = tls.credentials() if tls else None
@@ -408,7 +402,6 @@ def create_server(
         workloads=workloads,
         post_change=post_change,
         signer=signer if tls and tls.ca else None,  # renewal needs the caller's verified client certificate
-        on_renewal=on_renewal,
     )
     started: Future[tuple[grpc.aio.Server, int]] = Future()
     loop = asyncio.new_event_loop()
