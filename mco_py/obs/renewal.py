@@ -70,6 +70,7 @@ class CertRenewer:
         self._clock = clock
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._poll = poll
+        self._jitter: tuple[tuple[float, float], float] | None = None  # (the certificate's validity, its draw)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"renew-{name}", daemon=True)
 
@@ -83,9 +84,15 @@ class CertRenewer:
             self._thread.join(timeout=10)
 
     def due(self, not_before: float, not_after: float) -> float:
-        """When to renew a certificate valid from ``not_before`` to ``not_after`` (jittered earlier)."""
+        """When to renew a certificate valid from ``not_before`` to ``not_after`` (jittered earlier).
+
+        The jitter is drawn once per certificate (its validity) and kept while it stays: the loop asks
+        at every poll, and a fresh draw each time would renew at the first early one.
+        """
+        if self._jitter is None or self._jitter[0] != (not_before, not_after):
+            self._jitter = ((not_before, not_after), self._rng.uniform(0, JITTER))
         lifetime = max(0.0, not_after - not_before)
-        return not_before + lifetime * max(0.0, self.renew_at - self._rng.uniform(0, JITTER))
+        return not_before + lifetime * max(0.0, self.renew_at - self._jitter[1])
 
     def _run(self) -> None:
         failures = 0

@@ -203,9 +203,44 @@ def test_a_renewal_cut_between_its_renames_is_finished_at_start(tmp_path: Path) 
 
 def test_renewal_is_due_at_two_thirds_of_the_lifetime_jittered_earlier() -> None:
     renewer = CertRenewer("c", Path("/nonexistent"), lambda: None, rng=random.Random(1))
-    dues = [renewer.due(1000.0, 1000.0 + 300.0) for _ in range(200)]
+    dues = [renewer.due(1000.0 + n, 1000.0 + n + 300.0) - n for n in range(200)]  # 200 certificates
     assert all(1000 + 300 * (0.67 - 0.05) <= due <= 1000 + 300 * 0.67 for due in dues)
     assert max(dues) - min(dues) > 5  # hosts do not renew in step
+    # one certificate keeps its draw however often it is asked (the loop asks at every poll)
+    assert len({renewer.due(5000.0, 5300.0) for _ in range(50)}) == 1
+
+
+def test_hosts_polling_a_year_long_certificate_renew_spread_over_the_documented_window(tmp_path: Path) -> None:
+    day = 86400.0
+    start = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+    issued = TestCA(tmp_path).issue(
+        "client", "node-1", ["node-1"], server=False, not_before=start, not_after=start + datetime.timedelta(days=365)
+    )
+    fired: list[float] = []
+    for host in range(60):
+        ticks = iter(range(10**6))
+        now = [0.0]
+
+        def clock(ticks: object = ticks, now: list[float] = now) -> float:
+            now[0] = start.timestamp() + next(ticks) * day / 4  # a quarter day passes at each look at the clock
+            return now[0]
+
+        done = threading.Event()
+
+        def renew(now: list[float] = now, done: threading.Event = done) -> None:
+            if not done.is_set():
+                fired.append((now[0] - start.timestamp()) / day)
+                done.set()
+
+        renewer = CertRenewer("c", issued.cert, renew, clock=clock, rng=random.Random(host), poll=0.0).start()
+        try:
+            assert done.wait(30)
+        finally:
+            renewer.stop()
+    # documented: at 0.67 of the lifetime, up to 0.05 of it earlier at random (226.3 to 244.6 days)
+    assert all(365 * 0.62 - 0.5 <= when <= 365 * 0.67 + 0.5 for when in fired), sorted(fired)
+    assert max(fired) - min(fired) > 12, sorted(fired)  # spread, not all at the first early draw
+    assert 231 <= sum(fired) / len(fired) <= 240, sorted(fired)
 
 
 def test_retries_back_off_from_a_minute_to_an_hour_or_a_share_of_a_short_lifetime() -> None:
