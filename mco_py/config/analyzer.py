@@ -184,6 +184,8 @@ def credential_files(settings: AnalyzerSettings) -> list[CredentialFile]:
         out.append(CredentialFile("grpc_certificate", "certificate", Path(settings.tls_cert)))
     if settings.tls_ca:
         out.append(CredentialFile("grpc_client_ca", "bundle", Path(settings.tls_ca)))
+    if settings.tls_signer_cert:
+        out.append(CredentialFile("signing_ca", "certificate", Path(settings.tls_signer_cert)))
     if settings.mode == "cluster" and settings.kubeconfig:
         out.append(CredentialFile("kubeconfig", "kubeconfig", Path(settings.kubeconfig)))
     return out + settings.metrics_web.credential_files("metrics")

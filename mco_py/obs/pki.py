@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 
 #: Default term of a certificate a signing CA issues, seconds (the controller's mco_pki_cert_days).
 DEFAULT_TERM = 365 * 86400.0
+#: A signing CA issues only while at least this share of ``term`` is left before its own expiry
+#: (it refuses, and callers back off, rather than issue ever shorter certificates renewed ever sooner).
+MIN_TERM_SHARE = 0.5
 
 
 class SigningRefused(MCOError):
@@ -151,7 +154,8 @@ class _Loaded:
 class Signer:
     """The signing CA of a control host (certificate and key files, read again when they change).
 
-    ``term`` is the lifetime of what it issues, seconds (never past the signing CA's own expiry).
+    ``term`` is the lifetime of what it issues, seconds (never past the signing CA's own expiry). With
+    less than :data:`MIN_TERM_SHARE` of a term left on the signing CA it refuses to issue.
     """
 
     def __init__(self, cert: Path, key: Path, *, term: float = DEFAULT_TERM, clock: Callable[[], float] = time.time):
@@ -209,8 +213,16 @@ class Signer:
         now = self.clock()
         if now >= ca.cert.not_valid_after_utc.timestamp():
             raise SigningRefused(f"this analyzer's signing CA {self.cert_path} expired; rerun playbooks/mco.yml")
+        ca_end = ca.cert.not_valid_after_utc.timestamp()
+        if ca_end - now < self.term * MIN_TERM_SHARE:
+            # each renewal would be shorter than the last (cut at the CA's expiry), renewed again ever sooner
+            raise SigningRefused(
+                f"this analyzer's signing CA {self.cert_path} expires {ca.cert.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ},"
+                f" in less than half of a renewal's term ({self.term:.0f} s); rerun playbooks/mco.yml (it reissues"
+                " the signing CA when a third of its term is left)"
+            )
         skew = min(60.0, self.term / 10)  # another host's clock may lag a little
-        not_after = min(now + self.term, ca.cert.not_valid_after_utc.timestamp())
+        not_after = min(now + self.term, ca_end)
         builder = (
             x509.CertificateBuilder()
             .subject_name(subject)

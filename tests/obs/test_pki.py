@@ -128,8 +128,8 @@ def test_a_malformed_request_or_no_client_certificate_is_refused(pki: tuple[Test
 
 def test_the_leaf_never_outlives_the_signing_ca(tmp_path: Path) -> None:
     ca = TestCA(tmp_path)
-    inter = ca.intermediate("signer", days=0.5)
-    signer = Signer(inter.cert, inter.key, term=86400 * 365)
+    inter = ca.intermediate("signer", days=0.75)
+    signer = Signer(inter.cert, inter.key, term=86400)
     peer = peer_of(ca, "node-1")
     leaf = load_chain(signer.sign_request(signing_request(peer, new_key()), pem(peer)))[0]
     assert leaf.not_valid_after_utc <= signer.load().cert.not_valid_after_utc
@@ -186,7 +186,7 @@ def test_a_renewal_cut_between_its_renames_is_finished_at_start(tmp_path: Path) 
     ca = TestCA(tmp_path)
     inter = ca.intermediate("signer")
     issued = ca.issue("client", "node-1", ["node-1"], server=False)
-    signer = Signer(inter.cert, inter.key)
+    signer = Signer(inter.cert, inter.key, term=3600)
     peer = load_chain(issued.cert.read_bytes())[0]
     fresh = new_key()
     chain = signer.sign_request(signing_request(peer, fresh), pem(peer))
@@ -288,3 +288,28 @@ def test_a_failed_renewal_is_retried_and_counted_until_it_succeeds(tmp_path: Pat
     assert (
         load_chain(issued.cert.read_bytes())[0].subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "node-1"
     )
+
+
+def test_a_signing_ca_near_its_expiry_refuses_rather_than_issue_ever_shorter_certificates(tmp_path: Path) -> None:
+    ca = TestCA(tmp_path)
+    inter = ca.intermediate("signer", days=100 / 86400)  # 100 seconds left
+    peer = peer_of(ca, "node-1")
+    request = signing_request(peer, new_key())
+    # a renewal's term of 150 s: 100 s left is more than half of it, so it signs (cut at the CA's expiry)
+    chain = Signer(inter.cert, inter.key, term=150).sign_request(request, pem(peer))
+    assert load_chain(chain)[0].not_valid_after_utc <= load_chain(inter.cert.read_bytes())[0].not_valid_after_utc
+    # a term of 300 s: less than half of it is left; refused (the caller backs off), naming the fix
+    with pytest.raises(SigningRefused, match=r"less than half of a renewal's term.*rerun playbooks/mco\.yml"):
+        Signer(inter.cert, inter.key, term=300).sign_request(request, pem(peer))
+
+
+def test_the_analyzer_watches_its_signing_cas_expiry() -> None:
+    from mco_py.config.analyzer import AnalyzerSettings, credential_files
+
+    settings = AnalyzerSettings(
+        tls_cert="/c/server.pem", tls_key="/c/server-key.pem", tls_ca="/c/ca.pem",
+        tls_signer_cert="/c/signer.pem", tls_signer_key="/c/signer-key.pem",
+    )  # fmt: skip
+    files = {f.name: f for f in credential_files(settings)}
+    assert files["signing_ca"].path == Path("/c/signer.pem")
+    assert files["signing_ca"].kind == "certificate"
