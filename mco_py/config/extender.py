@@ -133,27 +133,6 @@ class ExtenderSettings(Section, frozen=True):
         float, Meta(gt=0, description="keep-alive wait for the next request (above Go's 90 s idle timeout)")
     ] = _LIMITS.idle_timeout
     web: WebSettings = msgspec.field(default_factory=WebSettings)
-    tls_signer_cert: Annotated[
-        str,
-        Meta(
-            description="this control host's signing CA (an intermediate of the MCO CA, from mco_pki) that renews "
-            "web.tls.certFile; empty: no renewal here"
-        ),
-    ] = ""
-    tls_signer_key: Annotated[str, Meta(description="the signing CA's key (PEM; readable by the service only)")] = ""
-    cert_term: Annotated[float, Meta(ge=10, description="lifetime of the renewed certificate, seconds (365 days)")] = (
-        365 * 86400.0
-    )
-    cert_renewal: Annotated[
-        bool,
-        Meta(
-            description="with a signing CA: renew web.tls.certFile (new key, same names) at certRenewAt of its "
-            "lifetime. false: it expires unless the controller reissues it (playbooks/mco.yml)"
-        ),
-    ] = True
-    cert_renew_at: Annotated[
-        float, Meta(gt=0, lt=1, description="share of the certificate's lifetime after which it is renewed (jittered)")
-    ] = 0.67
 
     @property
     def address(self) -> tuple[str, int]:
@@ -235,8 +214,6 @@ def _check(settings: ExtenderSettings) -> Sequence[Problem]:
                 "(optionally with the suffix 'Threshold')",
             )
         )
-    if bool(settings.tls_signer_cert) != bool(settings.tls_signer_key):
-        out.append(Problem("tlsSignerCert", "tlsSignerCert and tlsSignerKey go together (the signing CA and its key)"))
     out += settings.web.problems("web")
     return out
 

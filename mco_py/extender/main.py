@@ -48,19 +48,11 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> Loaded[Ext
 
 
 def _credentials(cfg: ExtenderSettings) -> tuple[CollectorRegistry, CredentialExpiry, list[CertRenewer]]:
-    """The service's metrics registry with its credentials' expiry gauges, and with a signing CA and
-    certRenewal a started renewer of the port's certificate (``web_certificate``)."""
+    """The service's metrics registry with its credentials' expiry gauges. The extender renews no
+    certificate: it never holds a signing CA (its port's certificate is reissued by playbooks/mco.yml)."""
     registry = CollectorRegistry()
     credentials = CredentialExpiry("extender", credential_files(cfg), registry=registry)
-    tls = cfg.web.tls
-    if not (cfg.tls_signer_cert and cfg.cert_renewal and tls.cert_file is not None and tls.key_file is not None):
-        return registry, credentials, []
-    from mco_py.obs.pki import Signer, renew_own  # noqa: PLC0415 - cryptography only where a host renews
-
-    signer = Signer(Path(cfg.tls_signer_cert), Path(cfg.tls_signer_key), term=cfg.cert_term)
-    pairs = [("web_certificate", tls.cert_file, tls.key_file)]
-    renewers = renew_own(signer, pairs, renew_at=cfg.cert_renew_at, on_result=credentials.count_renewal)
-    return registry, credentials, renewers
+    return registry, credentials, []
 
 
 def run(args: argparse.Namespace) -> int:

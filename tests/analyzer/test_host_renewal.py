@@ -1,9 +1,8 @@
-"""Host certificates renew on the hosts by themselves: `mco analyzer`, `mco collector` and `mco extender`
-as real processes, every certificate living 24 seconds, none reissued from outside.
+"""Host certificates renew on the hosts by themselves: `mco analyzer` and `mco collector` as real
+processes, every certificate living 24 seconds, none reissued from outside.
 
 The analyzer holds a signing CA (an intermediate of the root, as mco_pki gives control hosts) and
-renews its own server certificates with it (gRPC and HTTPS /metrics), as the extender its HTTPS
-port's; the collector renews its client certificate through
+renews its own server certificate with it; the collector renews its client certificate through
 the analyzer's Renew call. Both trust only the root. The stream keeps flowing past the first
 certificates' expiry, and a fresh connection (the analyzer restarted) succeeds with the renewed
 certificates only: their chains (leaf + signing CA) are what gRPC presents and accepts.
@@ -67,8 +66,7 @@ class Processes:
         proc.wait(timeout=20)
 
     def logs(self) -> str:
-        parts = ("analyzer", "collector", "extender")
-        return "\n".join(f"--- {p}\n" + (self.etc / f"{p}.log").read_text()[-4000:] for p in parts)
+        return "\n".join(f"--- {p}\n" + (self.etc / f"{p}.log").read_text()[-4000:] for p in ("analyzer", "collector"))
 
 
 @pytest.fixture
@@ -77,12 +75,11 @@ def hosts(tmp_path: Path) -> Iterator[tuple[Processes, dict[str, int], dict[str,
     signer = ca.intermediate("signer")
     server_cert, server_key = short_lived(ca, "analyzer", "ctl-1", server=True)
     web_cert, web_key = short_lived(ca, "analyzer-metrics", "ctl-1", server=True)
-    ext_cert, ext_key = short_lived(ca, "extender", "ctl-1", server=True)
     client_cert, client_key = short_lived(ca, "collector", "node-1", server=False)
     shutil.copytree(HOST_TREE, tmp_path / "node")
     etc = tmp_path / "etc"
     etc.mkdir()
-    ports = {name: free_port() for name in ("grpc", "analyzer", "collector", "extender")}
+    ports = {name: free_port() for name in ("grpc", "analyzer", "collector")}
     analyzer = {
         "mode": "standalone",
         "identity": "renewal-test",
@@ -119,25 +116,14 @@ def hosts(tmp_path: Path) -> Iterator[tuple[Processes, dict[str, int], dict[str,
             "tlsServerName": "localhost",
         },
     }
-    extender = {
-        "mode": "standalone",
-        "listen": f"127.0.0.1:{ports['extender']}",
-        "reportFile": str(tmp_path / "report.json"),
-        "web": {"tls": {"certFile": str(ext_cert), "keyFile": str(ext_key)}},
-        "tlsSignerCert": str(signer.cert),
-        "tlsSignerKey": str(signer.key),
-        "certTerm": LIFETIME,
-    }
-    (etc / "extender.yaml").write_text(yaml.safe_dump(extender))
     (etc / "analyzer.yaml").write_text(yaml.safe_dump(analyzer))
     (etc / "collector.yaml").write_text(yaml.safe_dump(collector))
     procs = Processes(etc)
     try:
         procs.start("analyzer")
         procs.start("collector")
-        procs.start("extender")
-        files = {"server": server_cert, "client": client_cert, "client_key": client_key}
-        yield procs, ports, files | {"web": web_cert, "extender": ext_cert, "ca": ca.path}
+        yield procs, ports, {"server": server_cert, "client": client_cert, "client_key": client_key, "web": web_cert,
+                             "ca": ca.path}  # fmt: skip
     finally:
         for proc in procs.procs.values():
             proc.kill()
@@ -185,7 +171,7 @@ def test_a_collector_keeps_streaming_past_its_first_certificate_and_both_sides_r
 ) -> None:
     procs, ports, files = hosts
     first_client, first_server = not_after(files["client"]), not_after(files["server"])
-    first_web, first_extender = not_after(files["web"]), not_after(files["extender"])
+    first_web = not_after(files["web"])
     analyzer = {"ca": files["ca"]}  # its /metrics is HTTPS
 
     def sent() -> float:
@@ -229,10 +215,6 @@ def test_a_collector_keeps_streaming_past_its_first_certificate_and_both_sides_r
             lambda: served_not_after(ports["analyzer"], files["ca"]) > first_web, "a renewed /metrics certificate"
         )
         assert time.time() > first_web  # past the first one's expiry, the port still verifies
-        # the extender's HTTPS port (a control host's) renews with the same signing CA
-        wait_until(
-            lambda: served_not_after(ports["extender"], files["ca"]) > first_extender, "a renewed extender certificate"
-        )
         assert value(ports["collector"], "mco_collector_credential_renewals_total", result="error") == 0
         # the daemon renewed through a short-lived child: it never mapped cryptography's library itself
         maps = Path(f"/proc/{procs.procs['collector'].pid}/maps").read_text()

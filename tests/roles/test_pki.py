@@ -299,6 +299,11 @@ def test_the_signing_ca_is_issued_for_control_hosts_only_and_signs_renewals_the_
     usage = signer.extensions.get_extension_for_class(x509.KeyUsage).value
     assert usage.key_cert_sign
     assert not usage.digital_signature
+    # the leaves below it can only be TLS servers and clients (Go and OpenSSL enforce a CA's EKU)
+    assert set(signer.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == {
+        x509.oid.ExtendedKeyUsageOID.SERVER_AUTH,
+        x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH,
+    }
     assert root.extensions.get_extension_for_class(x509.BasicConstraints).value.path_length == 1
     signer.verify_directly_issued_by(root)
 

@@ -9,6 +9,7 @@ import yaml
 
 from mco_py.config import analyzer, collector, extender
 from mco_py.config.loader import load, parse_document
+from mco_py.errors import ConfigError
 
 from .helpers import REPO, render_template
 
@@ -154,24 +155,20 @@ def test_the_collector_renews_mco_pkis_certificate_in_its_state_directory(
         assert str(stream.tls_ca) == "/etc/mco/pki/ca.pem"
 
 
-@pytest.mark.parametrize("renewal", [True, False])
-def test_with_host_renewal_the_extender_renews_its_ports_certificate_with_the_hosts_signing_ca(
-    tmp_path: Path, renewal: bool
-) -> None:
-    common = {"ansible_host": "10.0.0.5", "inventory_hostname": "ctl-1", "mco_scheduler_extender_tls_pki": True,
-              "__mco_scheduler_extender_renewal": renewal}  # fmt: skip
+def test_the_extender_never_reads_the_control_hosts_signing_ca_key(tmp_path: Path) -> None:
+    common = {"ansible_host": "10.0.0.5", "inventory_hostname": "ctl-1", "mco_scheduler_extender_tls_pki": True}
     text = render_template("mco_scheduler_extender", "extender.yaml.j2", tmp_path / "extender.yaml", common)
+    assert "signer" not in text.lower()
     settings = load(extender.SPEC, document=parse_document(text, "extender.yaml"), source="extender.yaml").settings
-    where = "/var/lib/mco/credentials" if renewal else "/etc/mco/pki"
     assert (str(settings.web.tls.cert_file), str(settings.web.tls.key_file)) == (
-        f"{where}/extender.pem",
-        f"{where}/extender-key.pem",
+        "/etc/mco/pki/extender.pem",
+        "/etc/mco/pki/extender-key.pem",
     )
-    assert (settings.tls_signer_cert, settings.tls_signer_key) == (
-        ("/var/lib/mco/credentials/signer.pem", "/var/lib/mco/credentials/signer-key.pem") if renewal else ("", "")
-    )
+    # the analyzer's signing key sits in the same user's credentials directory: hidden from the extender's unit
     unit = render_template(
         "mco_scheduler_extender", "mco-extender.service.j2", tmp_path / "mco-extender.service", common
     )
-    writable = [line.partition("=")[2] for line in unit.splitlines() if line.startswith("ReadWritePaths=")]
-    assert ("/var/lib/mco/credentials" in writable) == renewal
+    assert "InaccessiblePaths=-/var/lib/mco/credentials/signer-key.pem" in unit.splitlines()
+    # and it has no setting that would load one
+    with pytest.raises(ConfigError, match="tlsSignerKey"):
+        load(extender.SPEC, document=parse_document("tlsSignerKey: /k.pem\n", "extender.yaml"), source="extender.yaml")
