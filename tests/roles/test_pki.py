@@ -133,6 +133,23 @@ def test_check_mode_says_what_it_would_issue_and_writes_nothing(tmp_path: Path) 
     assert {p.name: p.read_bytes() for p in pki.iterdir()} == before
 
 
+@pytest.mark.timeout(600)
+def test_check_mode_after_switching_host_renewal_on_says_it_would_issue_the_signing_ca(tmp_path: Path) -> None:
+    # certificates issued without host renewal: no signing CA yet
+    out, counts = play(tmp_path, "-e", "mco_pki_host_renewal=false")
+    assert counts.get("failed") == 0, out
+    pki = tmp_path / "pki"
+    assert not list(pki.glob("*signer*"))
+    before = {p.name: p.read_bytes() for p in pki.iterdir()}
+    out, counts = play(tmp_path, "--check")  # host renewal on (the default)
+    assert counts.get("failed") == 0, out
+    assert "Would issue the signing CA of localhost" in out
+    assert {p.name: p.read_bytes() for p in pki.iterdir()} == before
+    out, counts = play(tmp_path)  # and the real run issues it
+    assert counts.get("failed") == 0, out
+    assert (pki / "localhost-signer.pem").is_file()
+
+
 def certificates(path: Path) -> list[x509.Certificate]:
     return x509.load_pem_x509_certificates(path.read_bytes())
 
