@@ -176,6 +176,8 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         self._once = OnceFilter()
         self._reject_log = RateLimit(burst=20, interval=60.0)
         """Rejection lines name what the peer sent: at most 20 a minute, however many peers and names."""
+        self._renew_log = RateLimit(burst=20, interval=60.0)
+        """Renewal lines (signed or refused; the counter counts each): at most 20 a minute, however many callers."""
 
     def _oversize(self, batch: pb.SampleBatch, collector: str) -> Outcome | None:
         """Every sample of ``batch`` rejected as ``oversize_message`` when it is over the limit, else None."""
@@ -305,11 +307,24 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
                 grpc.StatusCode.INVALID_ARGUMENT if isinstance(exc, BadRequest) else grpc.StatusCode.PERMISSION_DENIED
             )
             names = sorted(cert_node_names(context.auth_context()) or ())
-            log.warning("certificate renewal refused for %s: %s", ",".join(names)[:200], exc)
+            held_back = self._renew_log.allow()
+            if held_back is not None:
+                log.warning(
+                    "certificate renewal refused for %s: %s",
+                    ",".join(names)[:200],
+                    truncate(str(exc), 300),
+                    extra={"heldBack": held_back},
+                )
             self.engine.metrics.renewals_signed.labels("refused").inc()
             await context.abort(code, str(exc))
         names = sorted(cert_node_names(context.auth_context()) or ())
-        log.info("signed a renewed certificate for %s", ",".join(names)[:200], extra={"names": names[:8]})
+        held_back = self._renew_log.allow()
+        if held_back is not None:
+            log.info(
+                "signed a renewed certificate for %s",
+                ",".join(names)[:200],
+                extra={"names": names[:8], "heldBack": held_back},
+            )
         self.engine.metrics.renewals_signed.labels("signed").inc()
         return pb.RenewResponse(certificate_chain_pem=chain)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,3 +69,24 @@ def test_an_analyzer_without_a_signing_ca_says_so(pki: tuple[TestCA, Issued, Sig
             renew(ca, a.port, client, signing_request(load_chain(client.cert.read_bytes())[0], new_key()))
         assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION  # type: ignore[attr-defined]
         assert "no signing CA" in refused.value.details()  # type: ignore[attr-defined]
+
+
+def test_a_caller_asking_again_and_again_writes_a_bounded_log(
+    pki: tuple[TestCA, Issued, Signer], caplog: pytest.LogCaptureFixture
+) -> None:
+    ca, server, signer = pki
+    client = ca.issue("node-1", "node-1", ["node-1"], server=False)
+    other = load_chain(ca.issue("node-2", "node-2", ["node-2"], server=False).cert.read_bytes())[0]
+    own = load_chain(client.cert.read_bytes())[0]
+    caplog.set_level(logging.INFO, logger="mco_py.analyzer.service")
+    for a in served(ca, server, signer):
+        for _ in range(30):
+            with pytest.raises(grpc.RpcError):
+                renew(ca, a.port, client, signing_request(other, new_key()))
+        for _ in range(30):
+            renew(ca, a.port, client, signing_request(own, new_key()))
+        assert a.metric("mco_analyzer_certificate_renewals_signed_total", result="refused") == 30  # all counted
+        assert a.metric("mco_analyzer_certificate_renewals_signed_total", result="signed") == 30
+    refused = [r for r in caplog.records if "certificate renewal refused" in r.getMessage()]
+    signed = [r for r in caplog.records if "signed a renewed certificate" in r.getMessage()]
+    assert 1 <= len(refused) + len(signed) <= 20, (len(refused), len(signed))  # 20 lines a minute at most
