@@ -43,7 +43,8 @@ class RenewalError(MCOError):
 class CertRenewer:
     """Renews one certificate at ``renew_at`` of its lifetime, in its own thread.
 
-    ``renew`` does it (raises RenewalError or ConfigError to fail this attempt); ``on_result``
+    ``renew`` does it (raises RenewalError or ConfigError to fail this attempt; any other error fails it
+    too, logged with its traceback, so a bug never ends renewal for good); ``on_result``
     hears ``renewed`` or ``error`` for the renewals counter. A failed attempt is retried with
     doubling backoff (:meth:`backoff`, a minute up to an hour), also after the certificate expired
     (a renewal the analyzer then refuses, counted, until a playbook run replaces it); a
@@ -112,8 +113,10 @@ class CertRenewer:
             stamp = file_stamps((self.cert,))
             try:
                 self._renew()
-            except (RenewalError, ConfigError, OSError) as exc:
+            except Exception as exc:  # the last resort: a bug must not end renewal for good
                 failures += 1
+                if not isinstance(exc, RenewalError | ConfigError | OSError):
+                    log.exception("renewing certificate %s failed unexpectedly", self.name)
                 self._report("error")
                 left = validity.not_after - self._clock()
                 log.warning(

@@ -313,3 +313,39 @@ def test_the_analyzer_watches_its_signing_cas_expiry() -> None:
     files = {f.name: f for f in credential_files(settings)}
     assert files["signing_ca"].path == Path("/c/signer.pem")
     assert files["signing_ca"].kind == "certificate"
+
+
+def test_an_unexpected_error_in_a_renewal_is_logged_counted_and_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ca = TestCA(tmp_path)
+    now = datetime.datetime.now(UTC)
+    issued = ca.issue(
+        "client", "node-1", ["node-1"], server=False, not_before=now - datetime.timedelta(seconds=20),
+        not_after=now + datetime.timedelta(seconds=10),
+    )  # fmt: skip
+    results: list[str] = []
+    attempts: list[float] = []
+    done = threading.Event()
+
+    def renew() -> None:
+        attempts.append(time.monotonic())
+        if len(attempts) == 1:
+            raise ValueError("a bug in the renewal")  # none of the expected failures
+        fresh = ca.issue("fresh", "node-1", ["node-1"], server=False)
+        install_pair(
+            issued.cert,
+            issued.key,
+            fresh.cert.read_bytes(),
+            serialization.load_pem_private_key(fresh.key.read_bytes(), None),
+        )  # type: ignore[arg-type]
+        done.set()
+
+    renewer = CertRenewer("grpc_certificate", issued.cert, renew, on_result=results.append, poll=0.2).start()
+    try:
+        assert done.wait(15), results  # the thread lived on and tried again
+    finally:
+        renewer.stop()
+    assert results == ["error", "renewed"]
+    assert attempts[1] - attempts[0] >= 0.2  # backed off
+    assert any("a bug in the renewal" in r.getMessage() or r.exc_info for r in caplog.records)
