@@ -32,6 +32,7 @@ from mco_py.kube.token import renew_in_background
 from mco_py.obs import process
 from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.metrics import serve_metrics
+from mco_py.obs.pki import Signer, renew_own
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 from mco_py.store.base import ReportStore
 from mco_py.store.file import FileReportStore
@@ -123,6 +124,23 @@ def _cluster_parts(
     return store, source, lambda: elector.is_leader
 
 
+def _renewal(settings: AnalyzerSettings, parts: _Parts, credentials: CredentialExpiry) -> Signer | None:
+    """The signing CA, when configured; with certRenewal, a renewer for each of this analyzer's certificates."""
+    if not settings.tls_signer_cert:
+        return None
+    signer = Signer(Path(settings.tls_signer_cert), Path(settings.tls_signer_key), term=settings.cert_term)
+    if not settings.cert_renewal:
+        log.warning("certRenewal is false: this analyzer's own certificates expire unless the controller reissues them")
+        return signer
+    own = [("grpc_certificate", Path(settings.tls_cert), Path(settings.tls_key))] if settings.tls_cert else []
+    tls = settings.metrics_web.tls
+    if tls.cert_file is not None and tls.key_file is not None:
+        own.append(("metrics_certificate", tls.cert_file, tls.key_file))
+    for renewer in renew_own(signer, own, renew_at=settings.cert_renew_at, on_result=credentials.count_renewal):
+        parts.stops.append(renewer.stop)
+    return signer
+
+
 def serve(settings: AnalyzerSettings, *, registry: CollectorRegistry, stop: threading.Event) -> int:
     """Run the analyzer until ``stop`` is set."""
     metrics = AnalyzerMetrics(registry)
@@ -169,6 +187,7 @@ def serve(settings: AnalyzerSettings, *, registry: CollectorRegistry, stop: thre
             else None
         )
         token = load_token(Path(settings.token_file)) if settings.token_file else None
+        signer = _renewal(settings, parts, credentials)
         server, port = create_server(
             engine,
             listen=_grpc_address(settings.listen),
@@ -177,6 +196,7 @@ def serve(settings: AnalyzerSettings, *, registry: CollectorRegistry, stop: thre
             max_message_bytes=settings.max_message_bytes,
             workloads=parts.guard[0],
             post_change=parts.guard[1],
+            signer=signer,
         )
         parts.stops.append(server.stop)
         loop = ReportLoop(

@@ -107,6 +107,12 @@ class AnalyzerMetrics:
             ["result"],
             registry=registry,
         )
+        self.renewals_signed = Counter(
+            "mco_analyzer_certificate_renewals_signed_total",
+            "Collectors' certificate renewals (Renew calls) this analyzer's signing CA signed or refused",
+            ["result"],
+            registry=registry,
+        )
         self.collector_dropped = Counter(
             "mco_analyzer_collector_dropped_samples_total",
             "Samples collectors report they dropped from full send buffers",

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -28,6 +29,7 @@ from mco_py.config.analyzer import DEFAULT_MAX_MESSAGE_BYTES
 from mco_py.errors import ConfigError
 from mco_py.obs.files import Stamp, file_stamps
 from mco_py.obs.logging import OnceFilter, RateLimit, truncate
+from mco_py.obs.pki import BadRequest, Signer, SigningRefused
 from mco_py.rpc import codec
 from mco_py.rpc.analyzer.v1 import analyzer_pb2 as pb
 from mco_py.rpc.analyzer.v1 import analyzer_pb2_grpc as pb_grpc
@@ -159,8 +161,11 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         workloads: WorkloadIndex | None = None,
         post_change: Callable[[GuardChange], None] | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.engine = engine
+        self.signer = signer
+        """Signs collectors' renewals (a control host's signing CA); None: Renew is refused."""
         self.workloads = workloads
         """Pods by node: each stream's node gets its pods with their class (cluster mode)."""
         self.post_change = post_change
@@ -171,6 +176,8 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         self._once = OnceFilter()
         self._reject_log = RateLimit(burst=20, interval=60.0)
         """Rejection lines name what the peer sent: at most 20 a minute, however many peers and names."""
+        self._renew_log = RateLimit(burst=20, interval=60.0)
+        """Renewal lines (signed or refused; the counter counts each): at most 20 a minute, however many callers."""
 
     def _oversize(self, batch: pb.SampleBatch, collector: str) -> Outcome | None:
         """Every sample of ``batch`` rejected as ``oversize_message`` when it is over the limit, else None."""
@@ -254,7 +261,7 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
         if self._once.first(f"{collector}\0{reason}") and self._reject_log.allow() is not None:
             log.warning("collector %s: %s", collector[:80], truncate(message, 300), extra={"reason": reason})
 
-    async def _authorize(self, context: grpc.aio.ServicerContext[pb.SampleBatch, pb.Control]) -> frozenset[str] | None:
+    async def _authorize(self, context: grpc.aio.ServicerContext[Any, Any]) -> frozenset[str] | None:
         metrics = self.engine.metrics
         if self.token is not None:
             presented = ""
@@ -279,6 +286,47 @@ class AnalyzerServicer(pb_grpc.AnalyzerServicer):
                 "the client certificate names no node (CN or DNS SAN); issue one per node",
             )
         return allowed
+
+    async def Renew(
+        self, request: pb.RenewRequest, context: grpc.aio.ServicerContext[pb.RenewRequest, pb.RenewResponse]
+    ) -> pb.RenewResponse:
+        """Sign a collector's renewal for exactly the identity of the client certificate it called with."""
+        await self._authorize(context)
+        if self.signer is None:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "this analyzer has no signing CA (tlsSignerCert/tlsSignerKey); the controller reissues "
+                "certificates (playbooks/mco.yml)",
+            )
+        assert self.signer is not None
+        peer = b"".join(context.auth_context().get("x509_pem_cert", []))
+        try:
+            chain = await asyncio.to_thread(self.signer.sign_request, bytes(request.csr_pem), peer)
+        except SigningRefused as exc:
+            code = (
+                grpc.StatusCode.INVALID_ARGUMENT if isinstance(exc, BadRequest) else grpc.StatusCode.PERMISSION_DENIED
+            )
+            names = sorted(cert_node_names(context.auth_context()) or ())
+            held_back = self._renew_log.allow()
+            if held_back is not None:
+                log.warning(
+                    "certificate renewal refused for %s: %s",
+                    ",".join(names)[:200],
+                    truncate(str(exc), 300),
+                    extra={"heldBack": held_back},
+                )
+            self.engine.metrics.renewals_signed.labels("refused").inc()
+            await context.abort(code, str(exc))
+        names = sorted(cert_node_names(context.auth_context()) or ())
+        held_back = self._renew_log.allow()
+        if held_back is not None:
+            log.info(
+                "signed a renewed certificate for %s",
+                ",".join(names)[:200],
+                extra={"names": names[:8], "heldBack": held_back},
+            )
+        self.engine.metrics.renewals_signed.labels("signed").inc()
+        return pb.RenewResponse(certificate_chain_pem=chain)
 
     async def StreamSamples(
         self,
@@ -357,6 +405,7 @@ def create_server(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     workloads: WorkloadIndex | None = None,
     post_change: Callable[[GuardChange], None] | None = None,
+    signer: Signer | None = None,
 ) -> tuple[GrpcServer, int]:
     """Start the analyzer's gRPC server; returns it and the bound port (``listen`` may use port 0)."""
     credentials = tls.credentials() if tls else None
@@ -367,6 +416,7 @@ def create_server(
         max_message_bytes=max_message_bytes,
         workloads=workloads,
         post_change=post_change,
+        signer=signer if tls and tls.ca else None,  # renewal needs the caller's verified client certificate
     )
     started: Future[tuple[grpc.aio.Server, int]] = Future()
     loop = asyncio.new_event_loop()

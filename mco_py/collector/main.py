@@ -19,6 +19,7 @@ from mco_py.collector.exporter import CollectorMetrics
 from mco_py.collector.guard.files import detect_layout
 from mco_py.collector.guard.loop import GuardLoop, NodeGuard
 from mco_py.collector.guard.writer import LimitWriter
+from mco_py.collector.renewal import finish_interrupted_renewal, renew_in_child
 from mco_py.collector.sampler import SampleLoop, Sampler, open_sources, workload_groups
 from mco_py.collector.signals import NodeSample
 from mco_py.collector.workload_groups import WorkloadGroups
@@ -29,6 +30,7 @@ from mco_py.obs import process
 from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.http import RunningServer
 from mco_py.obs.metrics import serve_metrics
+from mco_py.obs.renewal import CertRenewer, RenewalError
 from mco_py.obs.shutdown import stop_on_signals, wait_for_stop
 
 if TYPE_CHECKING:
@@ -171,6 +173,18 @@ class CollectorDaemon:
             else:
                 log.warning("restored the CPU limits a killed guard left (%s)", settings.guard.journal)
         self.fanout: StreamFanout | None = None
+        if settings.stream.enabled and not settings.stream.cert_renewal and settings.stream.tls_cert is not None:
+            log.warning(
+                "stream.certRenewal is false: the client certificate %s expires unless the controller reissues it "
+                "(playbooks/mco.yml)",
+                settings.stream.tls_cert,
+            )
+        if settings.stream.enabled and settings.stream.cert_renewal:
+            try:  # before the streams read the pair: a crash may have left the new key beside it
+                if finish_interrupted_renewal(settings.stream):
+                    log.info("finished an interrupted renewal of the client certificate: its new key is in place")
+            except RenewalError as exc:
+                log.warning("cannot finish an interrupted renewal of the client certificate: %s", exc)
         if settings.stream.enabled:
             # grpc is imported only when streaming: an exporter-only collector stays smaller without it.
             # gRPC's EventEngine client keeps four threads waking many times a second (a large share of
@@ -189,7 +203,17 @@ class CollectorDaemon:
                 guard_changes=g.take_changes if g else None,
             )
             self.loop.publish = self.fanout.publish
-        CredentialExpiry("collector", credential_files(settings), registry=self.registry)
+        credentials = CredentialExpiry("collector", credential_files(settings), registry=self.registry)
+        self.renewer: CertRenewer | None = None
+        stream = settings.stream
+        if stream.enabled and stream.cert_renewal and stream.tls_cert is not None:
+            self.renewer = CertRenewer(
+                "grpc_certificate",
+                stream.tls_cert,
+                lambda: log.info("client certificate renewed by analyzer %s", renew_in_child(stream)),
+                renew_at=stream.cert_renew_at,
+                on_result=lambda result: credentials.count_renewal("grpc_certificate", result),
+            )
         self.loop.metrics = CollectorMetrics(
             self.registry,
             streams=self.fanout.statuses if self.fanout else None,
@@ -218,6 +242,8 @@ class CollectorDaemon:
         )
         if self.fanout is not None:
             self.fanout.start()
+        if self.renewer is not None:
+            self.renewer.start()
         if self.guard is not None:
             self.guard.start()
         self._thread = threading.Thread(target=self.loop.run, name="sample-loop", daemon=True)
@@ -234,6 +260,8 @@ class CollectorDaemon:
             self._thread.join(timeout=10)
         if self.guard is not None:
             self.guard.stop()  # puts the offline limits back
+        if self.renewer is not None:
+            self.renewer.stop()
         if self.fanout is not None:
             self.fanout.close()
         if self._server is not None:

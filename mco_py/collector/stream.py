@@ -171,7 +171,8 @@ class ChannelTLS:
         return fresh
 
 
-def _metadata(config: StreamSettings) -> tuple[tuple[str, str], ...]:
+def metadata(config: StreamSettings) -> tuple[tuple[str, str], ...]:
+    """The call metadata: the bearer token (read now) when ``stream.tokenFile`` is set."""
     if config.token_file is None:
         return ()
     token = _read(config.token_file, "stream.tokenFile").decode("utf-8", "replace").strip()
@@ -453,7 +454,7 @@ class AnalyzerStream:
         with self._lock:
             self._packed = False  # until this analyzer says otherwise (it may be an older one)
         try:
-            metadata = _metadata(self._config)
+            call_metadata = metadata(self._config)
         except ConfigError as exc:
             if self._once.first(f"config:{exc}"):
                 log.error("stream to %s: %s", self.target, exc, extra={"analyzer": self.target})
@@ -465,7 +466,7 @@ class AnalyzerStream:
                 return False
             stub = pb_grpc.AnalyzerStub(channel)
             # grpc-stubs want a request iterator; grpc.aio also allows none and call.write() per message.
-            call: grpc.aio.StreamStreamCall[pb.SampleBatch, pb.Control] = stub.StreamSamples(metadata=metadata)  # type: ignore[call-arg]
+            call: grpc.aio.StreamStreamCall[pb.SampleBatch, pb.Control] = stub.StreamSamples(metadata=call_metadata)  # type: ignore[call-arg]
             reader = asyncio.ensure_future(self._reader(call, inflight))
             writer = asyncio.ensure_future(self._writer(call, inflight))
             stopper = asyncio.ensure_future(self._stopping.wait())

@@ -86,6 +86,28 @@ class AnalyzerSettings(Section, frozen=True):
     tls_cert: Annotated[str, Meta(description="server certificate (PEM); with tlsKey turns TLS on")] = ""
     tls_key: Annotated[str, Meta(description="server private key (PEM)")] = ""
     tls_ca: Annotated[str, Meta(description="CA for client certificates: mTLS and per-node authorization")] = ""
+    tls_signer_cert: Annotated[
+        str,
+        Meta(
+            description="signing CA (an intermediate of the MCO CA, from mco_pki) that renews collectors' client "
+            "certificates (Renew call) and this analyzer's own certificates; empty: no renewal here"
+        ),
+    ] = ""
+    tls_signer_key: Annotated[str, Meta(description="the signing CA's key (PEM; readable by the analyzer only)")] = ""
+    cert_term: Annotated[
+        float, Meta(ge=10, description="lifetime of the certificates the signing CA issues, seconds (365 days)")
+    ] = 365 * 86400.0
+    cert_renewal: Annotated[
+        bool,
+        Meta(
+            description="with a signing CA: renew this analyzer's tlsCert and metricsWeb.tls.certFile (new key, same "
+            "names) at certRenewAt of their lifetime. false: they expire unless the controller reissues them "
+            "(playbooks/mco.yml)"
+        ),
+    ] = True
+    cert_renew_at: Annotated[
+        float, Meta(gt=0, lt=1, description="share of a certificate's lifetime after which it is renewed (jittered)")
+    ] = 0.67
     token_file: Annotated[str, Meta(description="bearer token collectors must send (empty: no token check)")] = ""
     max_message_bytes: Annotated[
         int,
@@ -143,6 +165,14 @@ def _check(settings: AnalyzerSettings) -> Sequence[Problem]:
         out.append(Problem("tlsCert", "tlsCert and tlsKey go together (the server certificate and its key)"))
     if settings.tls_ca and not settings.tls_cert:
         out.append(Problem("tlsCa", "mTLS needs the server certificate too: set tlsCert and tlsKey"))
+    if bool(settings.tls_signer_cert) != bool(settings.tls_signer_key):
+        out.append(Problem("tlsSignerCert", "tlsSignerCert and tlsSignerKey go together (the signing CA and its key)"))
+    if settings.tls_signer_cert and not settings.tls_ca:
+        out.append(
+            Problem(
+                "tlsSignerCert", "renewals are signed for the caller's verified client certificate: set tlsCa (mTLS)"
+            )
+        )
     out += settings.metrics_web.problems("metricsWeb")
     return out
 
@@ -154,6 +184,8 @@ def credential_files(settings: AnalyzerSettings) -> list[CredentialFile]:
         out.append(CredentialFile("grpc_certificate", "certificate", Path(settings.tls_cert)))
     if settings.tls_ca:
         out.append(CredentialFile("grpc_client_ca", "bundle", Path(settings.tls_ca)))
+    if settings.tls_signer_cert:
+        out.append(CredentialFile("signing_ca", "certificate", Path(settings.tls_signer_cert)))
     if settings.mode == "cluster" and settings.kubeconfig:
         out.append(CredentialFile("kubeconfig", "kubeconfig", Path(settings.kubeconfig)))
     return out + settings.metrics_web.credential_files("metrics")

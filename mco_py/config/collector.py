@@ -38,7 +38,9 @@ BioBackend = Literal["auto", "libbpf", "bcc", "tracefs", "diskstats", "off"]
 Resource = Literal["cpu", "memory", "io"]
 MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 300.0
-MAX_FLUSH_S = 60.0  # the analyzer counts a node stale after 30 s without samples by default
+MAX_FLUSH_S = 60.0
+#: Share of a certificate's lifetime after which the services renew it (the controller's is 2/3 too).
+RENEW_AT = 0.67  # the analyzer counts a node stale after 30 s without samples by default
 
 _RULES = GuardRules()
 
@@ -81,6 +83,18 @@ class StreamSettings(Section, frozen=True):
     token_file: Annotated[
         Path | None, Meta(description="file with the shared bearer token (re-read at each connect)")
     ] = None
+    cert_renewal: Annotated[
+        bool,
+        Meta(
+            description="renew tlsCert through an analyzer (Renew call; a new key made here, it never leaves the "
+            "host) at certRenewAt of its lifetime; tlsCert, tlsKey and their directory writable by the collector. "
+            "false: the certificate expires unless the controller reissues it (playbooks/mco.yml)"
+        ),
+    ] = True
+    cert_renew_at: Annotated[
+        float,
+        Meta(gt=0, lt=1, description="share of the client certificate's lifetime after which it is renewed (jittered)"),
+    ] = RENEW_AT
 
 
 class GuardRuleSettings(Section, frozen=True):
@@ -189,6 +203,14 @@ def _check(settings: CollectorSettings) -> Sequence[Problem]:
         )
     if (stream.tls_cert is None) != (stream.tls_key is None):
         out.append(Problem("stream.tlsCert", "tlsCert and tlsKey go together (the client certificate and its key)"))
+    if stream.enabled and stream.cert_renewal and stream.tls_cert is not None and stream.tls_ca is None:
+        out.append(
+            Problem(
+                "stream.certRenewal",
+                "renewing the client certificate needs stream.tlsCa (the trust bundle its renewal is checked "
+                "against); set tlsCa, or certRenewal: false",
+            )
+        )
     guard = settings.guard
     pods = stream.enabled and stream.analyzers
     if guard.mode != "off" and not pods and not (settings.online_cgroups and settings.offline_cgroups):

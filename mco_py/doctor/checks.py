@@ -418,9 +418,15 @@ _RENEW = {
     "kubeconfig": "the {part} renews its own token at 80 % of its lifetime; if it cannot (its log says why), "
     "renew it from the controller: `ansible-playbook -i $INV playbooks/mco.yml -e mco_service_token_renew=true` "
     "(docs/runbooks.md, Renew tokens)",
-    "certificate": "`ansible-playbook -i $INV playbooks/mco.yml --limit <this host>` reissues a certificate with "
-    "less than a third of its term left; `-e mco_pki_rotate=true` reissues it now (docs/runbooks.md, Rotate "
-    "certificates)",
+    "certificate": "with host renewal (mco_pki_host_renewal) the {part} renews its certificate itself at 2/3 of its "
+    "term (a collector through an analyzer, an analyzer with its signing CA); left this close to expiry, renewal "
+    "fails: its log says why (`renewing certificate ... failed`; mco_{part}_credential_renewals_total"
+    '{{result="error"}} counts it; an analyzer logs `certificate renewal refused`). Then, or without host renewal, '
+    "`ansible-playbook -i $INV playbooks/mco.yml --limit <this host>` reissues a certificate with less than a third "
+    "of its term left; `-e mco_pki_rotate=true` reissues it now (docs/runbooks.md, Credentials expire)",
+    "signer": "the signing CA is reissued by `ansible-playbook -i $INV playbooks/mco.yml --limit <this host>` once a "
+    "third of its term (mco_pki_signer_days) is left; with less than half of a renewal's term left it signs nothing "
+    "(`certificate renewal refused`) (docs/runbooks.md, Credentials expire)",
     "ca": "rotate the CA: docs/runbooks.md, Rotate the CA (new CA trusted everywhere first, then new "
     "certificates, then the old CA dropped)",
 }
@@ -457,7 +463,15 @@ def credential_check(part: str, cred: CredentialView, samples: Samples | None = 
     """ok, warn (:func:`warn_before`) or fail (expired, or no expiry to read) for one credential, and
     what renews it."""
     name = f"{part} credential {cred.name}"
-    kind = "kubeconfig" if cred.name == "kubeconfig" else "ca" if cred.name.endswith("ca") else "certificate"
+    kind = (
+        cred.name
+        if cred.name == "kubeconfig"
+        else "signer"
+        if cred.name == "signing_ca"
+        else "ca"
+        if cred.name.endswith("ca")
+        else "certificate"
+    )
     renew = _RENEW[kind].format(part=part)
     validity = cred.validity or _from_metrics(part, cred.name, samples)
     if validity is None:

@@ -26,6 +26,7 @@ from mco_py.model import GROUP, PLURAL, VERSION
 from mco_py.obs import process
 from mco_py.obs.credentials import CredentialExpiry
 from mco_py.obs.http import ServerOptions, serve_forever
+from mco_py.obs.renewal import CertRenewer, stop_all
 from mco_py.report.shards import REPORT_LABEL, SHARD_PLURAL
 
 if TYPE_CHECKING:
@@ -46,6 +47,14 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> Loaded[Ext
     return load_with_args(SPEC, args, default_file=DEFAULT_PATH, env=env)
 
 
+def _credentials(cfg: ExtenderSettings) -> tuple[CollectorRegistry, CredentialExpiry, list[CertRenewer]]:
+    """The service's metrics registry with its credentials' expiry gauges. The extender renews no
+    certificate: it never holds a signing CA (its port's certificate is reissued by playbooks/mco.yml)."""
+    registry = CollectorRegistry()
+    credentials = CredentialExpiry("extender", credential_files(cfg), registry=registry)
+    return registry, credentials, []
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = settings_for_main("extender", lambda: build_config(args, os.environ))
     if cfg is None:
@@ -53,14 +62,13 @@ def run(args: argparse.Namespace) -> int:
     host, port = cfg.address
     try:
         security = cfg.web.security("web")
+        registry, credentials, renewers = _credentials(cfg)
     except ConfigError as exc:
         print(f"mco extender: {exc}", file=sys.stderr)
         return 2
 
     labels: NodeLabelCache | NoLabels
     source: FileReportSource | WatchReportSource
-    registry = CollectorRegistry()
-    credentials = CredentialExpiry("extender", credential_files(cfg), registry=registry)
     renewer: TokenRenewer | None = None
     if cfg.mode == "cluster":
         from mco_py.kube.client import load_api_client  # noqa: PLC0415 - only cluster mode needs the client
@@ -138,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         source.stop()
         labels.stop()
+        stop_all(renewers)
         if renewer is not None:
             renewer.stop()
     log.info("extender stopped")

@@ -9,6 +9,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import jinja2
+import yaml
+
 from tests.cluster_tests.identities import IDENTITIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,3 +101,43 @@ def test_volcano_over_https_rests_on_what_go_does() -> None:
     assert f'TRUST_CERT_DIR = f"{":".join(defaults)}:{{TRUST_DIR}}"' in role, defaults
     doc = (ROOT / "docs" / "extender.md").read_text()
     assert f"SSL_CERT_DIR={':'.join(defaults)}:{trust_dir.group(1)}" in doc
+
+
+def _install_task(role: str) -> dict[str, str]:
+    tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / "configure.yml").read_text())
+    task = next(t for t in tasks if t["name"] == "Install the certificate, its key and the CA")
+    return task["ansible.builtin.copy"]  # type: ignore[no-any-return]
+
+
+def test_the_mtls_row_states_the_key_modes_and_places_the_roles_install() -> None:
+    """With host renewal (the default) a key is the service user's, 0600, in its writable directory;
+    without it 0640, root and the service's group, in /etc/mco/pki: as the roles' install tasks say."""
+    common = yaml.safe_load((ROOT / "roles" / "mco_common" / "defaults" / "main.yml").read_text())
+    collector_user = yaml.safe_load((ROOT / "roles" / "mco_collector" / "defaults" / "main.yml").read_text())[
+        "mco_collector_user"
+    ]
+    row = next(line for line in (ROOT / "docs" / "security.md").read_text().splitlines()
+               if line.startswith("| collector → analyzer (gRPC)"))  # fmt: skip
+    pki = f"{common['mco_common_config_dir']}/pki"
+    places = {  # role: (user, directory with host renewal)
+        "mco_collector": (collector_user, "/var/lib/mco-collector"),
+        "mco_analyzer": (common["mco_common_user"], f"{common['mco_common_state_dir']}/credentials"),
+    }
+    for role, (user, own_dir) in places.items():
+        task = _install_task(role)
+        short = role.removeprefix("mco_")
+        for renewal in (True, False):
+            variables = {
+                f"__{role}_renewal": renewal, "item": {"key": "key"}, "mco_collector_user": collector_user,
+                "mco_common_setup": {"user": common["mco_common_user"]},
+            }  # fmt: skip
+            mode, owner, group = (
+                jinja2.Template(task[field]).render(variables).strip() for field in ("mode", "owner", "group")
+            )
+            if renewal:
+                assert owner == group == user, role
+                assert f"`{own_dir}` (mode {mode}, user {owner})" in row, (role, row)
+            else:
+                assert owner == "root", role
+                assert f"mode {mode}, {owner}:{group} ({short})" in row, (role, row)
+    assert f"in `{pki}`" in row

@@ -65,8 +65,14 @@ def test_each_kind_names_what_renews_it() -> None:
     cert = credential_check("collector", view("grpc_certificate", issued=NOW - DAY, left=60.0))
     assert "playbooks/mco.yml --limit" in cert.next_step
     assert "mco_pki_rotate=true" in cert.next_step
+    # the service renews it; close to expiry that failed: where to see why
+    assert "the collector renews its certificate itself at 2/3 of its term" in cert.next_step
+    assert 'mco_collector_credential_renewals_total{result="error"}' in cert.next_step
     ca = credential_check("collector", view("grpc_ca", issued=NOW - DAY, left=60.0))
     assert "Rotate the CA" in ca.next_step
+    signer = credential_check("analyzer", view("signing_ca", issued=NOW - DAY, left=60.0))
+    assert "reissued by `ansible-playbook -i $INV playbooks/mco.yml --limit <this host>`" in signer.next_step
+    assert "Rotate the CA" not in signer.next_step
 
 
 def test_an_unreadable_file_takes_the_running_services_reading_else_fails() -> None:

@@ -101,6 +101,7 @@ def test_the_analyzer_with_every_family_present() -> None:
     node = NodeAssessment(name="w1", level=Level.HIGH, score=90.0, dimensions={"io": DimensionScore(Level.HIGH, 90.0)})
     metrics.publish_nodes((node,), ("io",))
     metrics.guard_events.labels("posted").inc()
+    metrics.renewals_signed.labels("signed").inc()
     metrics.rules.info({"version": "v1", "source": "configmap"})
     metrics.generation.observe(0.01)
     body = generate_latest(registry)

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import re
 import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
 import grpc
 import pytest
+import yaml
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from mco_py.analyzer.service import TLSFiles
+from mco_py.obs.pki import Signer, key_pem, new_key, signing_request
 from tests.analyzer.test_service import Analyzer, good, stream
 from tests.docs.doc_commands import select
 from tests.rpc import wire
@@ -139,6 +146,23 @@ def test_check_mode_says_what_it_would_issue_and_writes_nothing(issued: Path, tm
     assert {p.name: p.read_bytes() for p in pki.iterdir()} == before
 
 
+@pytest.mark.timeout(600)
+def test_check_mode_after_switching_host_renewal_on_says_it_would_issue_the_signing_ca(tmp_path: Path) -> None:
+    # certificates issued without host renewal: no signing CA yet
+    out, counts = play(tmp_path, "-e", "mco_pki_host_renewal=false")
+    assert counts.get("failed") == 0, out
+    pki = tmp_path / "pki"
+    assert not list(pki.glob("*signer*"))
+    before = {p.name: p.read_bytes() for p in pki.iterdir()}
+    out, counts = play(tmp_path, "--check")  # host renewal on (the default)
+    assert counts.get("failed") == 0, out
+    assert "Would issue the signing CA of localhost" in out
+    assert {p.name: p.read_bytes() for p in pki.iterdir()} == before
+    out, counts = play(tmp_path)  # and the real run issues it
+    assert counts.get("failed") == 0, out
+    assert (pki / "localhost-signer.pem").is_file()
+
+
 def certificates(path: Path) -> list[x509.Certificate]:
     return x509.load_pem_x509_certificates(path.read_bytes())
 
@@ -207,3 +231,154 @@ def test_a_rotation_step_out_of_order_is_refused(issued: Path, tmp_path: Path) -
     assert counts.get("failed") == 1, out
     assert "cannot follow the step" in out
     assert "run trust (the new CA in every bundle), then issue" in out
+
+
+RENEWAL_PLAYBOOK = """
+- name: Issue certificates as playbooks/mco.yml does (an analyzer's on control hosts only)
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Collector
+      ansible.builtin.include_role:
+        name: manycore.mco.mco_pki
+        tasks_from: issue
+      vars:
+        mco_pki_component: collector
+        mco_pki_common_name: "{{ inventory_hostname }}"
+        mco_pki_sans: ["DNS:{{ inventory_hostname }}"]
+    - name: What the collector's role gets
+      ansible.builtin.copy:
+        content: "{{ mco_pki_files | to_json }}"
+        dest: "{{ out }}/{{ inventory_hostname }}-collector.json"
+        mode: "0644"
+      delegate_to: localhost
+      changed_when: false  # the test's record, not the role's change
+    - name: Analyzer
+      ansible.builtin.include_role:
+        name: manycore.mco.mco_pki
+        tasks_from: issue
+      vars:
+        mco_pki_component: analyzer
+        mco_pki_common_name: "{{ inventory_hostname }}"
+        mco_pki_sans: ["DNS:localhost"]
+      when: "'mco_control' in group_names"
+    - name: What the analyzer's role gets
+      ansible.builtin.copy:
+        content: "{{ mco_pki_files | to_json }}"
+        dest: "{{ out }}/{{ inventory_hostname }}-analyzer.json"
+        mode: "0644"
+      delegate_to: localhost
+      changed_when: false  # the test's record, not the role's change
+      when: "'mco_control' in group_names"
+"""
+
+
+def play_two_hosts(tmp_path: Path, *extra: str) -> tuple[str, dict[str, int]]:
+    book = tmp_path / "renewal.yml"
+    book.write_text(RENEWAL_PLAYBOOK)
+    inventory = tmp_path / "inventory.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {"mco_control": {"hosts": {"ctl-1": local}}, "mco_nodes": {"hosts": {"node-1": local}}}
+                }
+            }
+        )
+    )
+    (tmp_path / "out").mkdir(exist_ok=True)
+    argv = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(book)]
+    argv += ["-e", f"mco_pki_dir={tmp_path / 'pki'}", "-e", f"out={tmp_path / 'out'}", *extra]
+    proc = run(argv)
+    totals = {"changed": 0, "failed": 0}
+    for changed, unreachable, failed in re.findall(
+        r"\S+\s*:\s*ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", proc.stdout
+    ):
+        totals["changed"] += int(changed)
+        totals["failed"] += int(failed) + int(unreachable)
+    return proc.stdout + proc.stderr, totals
+
+
+def files_for(tmp_path: Path, host: str, component: str) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads((tmp_path / "out" / f"{host}-{component}.json").read_text())
+    return loaded
+
+
+@pytest.mark.timeout(600)
+def test_the_signing_ca_is_issued_for_control_hosts_only_and_signs_renewals_the_ca_trusts(tmp_path: Path) -> None:
+    out, counts = play_two_hosts(tmp_path)
+    assert counts["failed"] == 0, out
+    pki = tmp_path / "pki"
+    assert (pki / "ctl-1-signer.pem").is_file()
+    assert not list(pki.glob("node-1-signer*"))
+    assert stat.S_IMODE((pki / "ctl-1-signer-key.pem").stat().st_mode) == 0o600
+    analyzer = files_for(tmp_path, "ctl-1", "analyzer")
+    assert analyzer["signer_cert"] == str(pki / "ctl-1-signer.pem")
+    assert analyzer["signer_key"] == str(pki / "ctl-1-signer-key.pem")
+    assert analyzer["renewal"] is True
+    for host in ("ctl-1", "node-1"):
+        collector = files_for(tmp_path, host, "collector")
+        assert (collector["signer_cert"], collector["signer_key"], collector["renewal"]) == ("", "", True), host
+    root, signer = cert(pki / "ca.pem"), cert(pki / "ctl-1-signer.pem")
+    constraints = signer.extensions.get_extension_for_class(x509.BasicConstraints)
+    assert constraints.critical
+    assert (constraints.value.ca, constraints.value.path_length) == (True, 0)
+    usage = signer.extensions.get_extension_for_class(x509.KeyUsage).value
+    assert usage.key_cert_sign
+    assert not usage.digital_signature
+    # the leaves below it can only be TLS servers and clients (Go and OpenSSL enforce a CA's EKU)
+    assert set(signer.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == {
+        x509.oid.ExtendedKeyUsageOID.SERVER_AUTH,
+        x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH,
+    }
+    assert root.extensions.get_extension_for_class(x509.BasicConstraints).value.path_length == 1
+    signer.verify_directly_issued_by(root)
+
+    # the analyzer's signing CA renews node-1's certificate; OpenSSL verifies it against the CA alone
+    peer = cert(pki / "node-1-collector.pem")
+    chain = Signer(pki / "ctl-1-signer.pem", pki / "ctl-1-signer-key.pem").sign_request(
+        signing_request(peer, new_key()), peer.public_bytes(serialization.Encoding.PEM)
+    )
+    (tmp_path / "renewed.pem").write_bytes(chain)
+    argv = ["openssl", "verify", "-CAfile", str(pki / "ca.pem"), "-untrusted", str(tmp_path / "renewed.pem")]
+    done = subprocess.run([*argv, str(tmp_path / "renewed.pem")], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    out, counts = play_two_hosts(tmp_path)
+    assert counts["changed"] == 0, out
+    assert cert(pki / "ctl-1-signer.pem") == signer
+
+
+def pathlen0_ca(tmp_path: Path) -> tuple[Path, Path]:
+    """A CA as mco_pki made them before host renewal: pathlen 0."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "old-ca")])
+    now = datetime.datetime.now(datetime.UTC)
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "old-ca.pem", tmp_path / "old-ca-key.pem"
+    cert_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key_pem(key))
+    return cert_path, key_path
+
+
+@pytest.mark.timeout(600)
+def test_a_ca_that_cannot_delegate_leaves_renewal_to_the_controller_and_says_how_to_get_it(tmp_path: Path) -> None:
+    ca_cert, ca_key = pathlen0_ca(tmp_path)
+    out, counts = play_two_hosts(tmp_path, "-e", f"mco_pki_ca_cert={ca_cert}", "-e", f"mco_pki_ca_key={ca_key}")
+    assert counts["failed"] == 0, out
+    assert "has pathlen:0" in out
+    assert "Rotate the CA (mco_pki_ca_rotation=trust, issue, finish" in out
+    assert not list((tmp_path / "pki").glob("*signer*"))
+    assert files_for(tmp_path, "ctl-1", "analyzer")["renewal"] is False
+    assert files_for(tmp_path, "node-1", "collector")["renewal"] is False

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mco_py.config import analyzer
+from mco_py.config import analyzer, collector, extender
 from mco_py.config.loader import load, parse_document
+from mco_py.errors import ConfigError
 
 from .helpers import REPO, render_template
 
@@ -92,7 +93,12 @@ def test_the_role_owns_and_locks_only_mcos_credentials_directory(role: str) -> N
     for task in files:
         if task["ansible.builtin.file"].get("state") != "absent":
             assert "kubeconfig" not in task["ansible.builtin.file"]["path"], task["name"]
-    (credentials,) = [task for task in files if "credentials" in task["ansible.builtin.file"]["path"]]
+    (credentials,) = [
+        task
+        for task in files
+        if "credentials" in task["ansible.builtin.file"]["path"]
+        and task["ansible.builtin.file"].get("state") != "absent"
+    ]
     assert credentials["ansible.builtin.file"]["path"] == f"{{{{ __mco_{short}_credentials_dir }}}}"
     assert (credentials["ansible.builtin.file"]["owner"], credentials["ansible.builtin.file"]["mode"]) == (
         "{{ mco_common_setup.user }}",
@@ -101,3 +107,68 @@ def test_the_role_owns_and_locks_only_mcos_credentials_directory(role: str) -> N
     assert f"__mco_{short}_kubeconfig_in_credentials_dir" in credentials["when"]
     internal = yaml.safe_load((REPO / "roles" / role / "vars/main.yml").read_text())
     assert internal[f"__mco_{short}_credentials_dir"] == "{{ mco_common_setup.state_dir }}/credentials"
+
+
+@pytest.mark.parametrize("renewal", [True, False])
+def test_with_host_renewal_the_analyzer_renews_in_its_credentials_directory_with_its_signing_ca(
+    tmp_path: Path, renewal: bool
+) -> None:
+    common = {"ansible_host": "10.0.0.5", "inventory_hostname": "ctl-1", "mco_insecure_plaintext_grpc": False,
+              "__mco_analyzer_renewal": renewal, "mco_metrics_tls_pki": True}  # fmt: skip
+    text = render_template("mco_analyzer", "analyzer.yaml.j2", tmp_path / "analyzer.yaml", common)
+    loaded = load(analyzer.SPEC, document=parse_document(text, "analyzer.yaml"), source="analyzer.yaml")
+    settings = loaded.settings
+    where = "/var/lib/mco/credentials" if renewal else "/etc/mco/pki"
+    assert (settings.tls_cert, settings.tls_key) == (f"{where}/analyzer.pem", f"{where}/analyzer-key.pem")
+    assert str(settings.metrics_web.tls.cert_file) == f"{where}/analyzer-metrics.pem"
+    assert settings.tls_ca == "/etc/mco/pki/ca.pem"  # the trust bundle stays root's
+    assert (settings.tls_signer_cert, settings.tls_signer_key) == (
+        ("/var/lib/mco/credentials/signer.pem", "/var/lib/mco/credentials/signer-key.pem") if renewal else ("", "")
+    )
+    assert settings.cert_term == 365 * 86400
+    unit = render_template("mco_analyzer", "mco-analyzer.service.j2", tmp_path / "mco-analyzer.service", common)
+    writable = [line.partition("=")[2] for line in unit.splitlines() if line.startswith("ReadWritePaths=")]
+    assert ("/var/lib/mco/credentials" in writable) == renewal
+    assert not any(path.startswith("/etc") for path in writable)
+
+
+@pytest.mark.parametrize(("renewal", "own"), [(True, False), (False, False), (True, True)])
+def test_the_collector_renews_mco_pkis_certificate_in_its_state_directory(
+    tmp_path: Path, renewal: bool, own: bool
+) -> None:
+    variables: dict[str, object] = {
+        "mco_collector_analyzer_addrs": ["ctl-1:9876"], "mco_insecure_plaintext_grpc": False,
+        "__mco_collector_renewal": renewal, "mco_collector_node_name": "node-1",
+    }  # fmt: skip
+    if own:  # the operator's own files: theirs to renew
+        variables |= {"mco_collector_tls_ca": "/etc/ssl/mco/ca.pem", "mco_collector_tls_cert": "/etc/ssl/mco/c.pem",
+                      "mco_collector_tls_key": "/etc/ssl/mco/c-key.pem"}  # fmt: skip
+    text = render_template("mco_collector", "collector.yaml.j2", tmp_path / "collector.yaml", variables)
+    loaded = load(collector.SPEC, document=parse_document(text, "collector.yaml"), source="collector.yaml")
+    stream = loaded.settings.stream
+    assert stream.cert_renewal is (renewal and not own)
+    if own:
+        assert str(stream.tls_cert) == "/etc/ssl/mco/c.pem"
+    else:
+        where = "/var/lib/mco-collector" if renewal else "/etc/mco/pki"
+        assert (str(stream.tls_cert), str(stream.tls_key)) == (f"{where}/collector.pem", f"{where}/collector-key.pem")
+        assert str(stream.tls_ca) == "/etc/mco/pki/ca.pem"
+
+
+def test_the_extender_never_reads_the_control_hosts_signing_ca_key(tmp_path: Path) -> None:
+    common = {"ansible_host": "10.0.0.5", "inventory_hostname": "ctl-1", "mco_scheduler_extender_tls_pki": True}
+    text = render_template("mco_scheduler_extender", "extender.yaml.j2", tmp_path / "extender.yaml", common)
+    assert "signer" not in text.lower()
+    settings = load(extender.SPEC, document=parse_document(text, "extender.yaml"), source="extender.yaml").settings
+    assert (str(settings.web.tls.cert_file), str(settings.web.tls.key_file)) == (
+        "/etc/mco/pki/extender.pem",
+        "/etc/mco/pki/extender-key.pem",
+    )
+    # the analyzer's signing key sits in the same user's credentials directory: hidden from the extender's unit
+    unit = render_template(
+        "mco_scheduler_extender", "mco-extender.service.j2", tmp_path / "mco-extender.service", common
+    )
+    assert "InaccessiblePaths=-/var/lib/mco/credentials/signer-key.pem" in unit.splitlines()
+    # and it has no setting that would load one
+    with pytest.raises(ConfigError, match="tlsSignerKey"):
+        load(extender.SPEC, document=parse_document("tlsSignerKey: /k.pem\n", "extender.yaml"), source="extender.yaml")

@@ -64,6 +64,48 @@ ABSENCE_KIND_WARMING_UP: AbsenceKind.ValueType  # 6
 Global___AbsenceKind: _TypeAlias = AbsenceKind  # noqa: Y015
 
 @_typing.final
+class RenewRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CSR_PEM_FIELD_NUMBER: _builtins.int
+    csr_pem: _builtins.bytes
+    """PEM certificate signing request for a key made on the caller's host (it never leaves it)."""
+    def __init__(
+        self,
+        *,
+        csr_pem: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["csr_pem", b"csr_pem"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenewRequest: _TypeAlias = RenewRequest  # noqa: Y015
+
+@_typing.final
+class RenewResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CERTIFICATE_CHAIN_PEM_FIELD_NUMBER: _builtins.int
+    certificate_chain_pem: _builtins.bytes
+    """PEM: the new certificate, then the signing CA that issued it (the chain a peer that trusts
+    only the root needs).
+    """
+    def __init__(
+        self,
+        *,
+        certificate_chain_pem: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["certificate_chain_pem", b"certificate_chain_pem"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenewResponse: _TypeAlias = RenewResponse  # noqa: Y015
+
+@_typing.final
 class Absence(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -39,6 +39,11 @@ class AnalyzerStub:
                 request_serializer=mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.SampleBatch.SerializeToString,
                 response_deserializer=mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.Control.FromString,
                 _registered_method=True)
+        self.Renew = channel.unary_unary(
+                '/mco.analyzer.v1.Analyzer/Renew',
+                request_serializer=mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.RenewRequest.SerializeToString,
+                response_deserializer=mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.RenewResponse.FromString,
+                _registered_method=True)
 
 
 class AnalyzerServicer:
@@ -52,6 +57,17 @@ class AnalyzerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Renew(self, request, context):
+        """Renew the caller's client certificate: the analyzer's signing CA signs the request for
+        exactly the subject and names of the valid client certificate that authenticated the call
+        (mTLS). FAILED_PRECONDITION: this analyzer has no signing CA; PERMISSION_DENIED: the request
+        names another identity, or the caller's certificate is not a valid client certificate;
+        INVALID_ARGUMENT: the request is malformed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AnalyzerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -59,6 +75,11 @@ def add_AnalyzerServicer_to_server(servicer, server):
                     servicer.StreamSamples,
                     request_deserializer=mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.SampleBatch.FromString,
                     response_serializer=mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.Control.SerializeToString,
+            ),
+            'Renew': grpc.unary_unary_rpc_method_handler(
+                    servicer.Renew,
+                    request_deserializer=mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.RenewRequest.FromString,
+                    response_serializer=mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.RenewResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -88,6 +109,33 @@ class Analyzer:
             '/mco.analyzer.v1.Analyzer/StreamSamples',
             mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.SampleBatch.SerializeToString,
             mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.Control.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Renew(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mco.analyzer.v1.Analyzer/Renew',
+            mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.RenewRequest.SerializeToString,
+            mco__py_dot_rpc_dot_analyzer_dot_v1_dot_analyzer__pb2.RenewResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -41,6 +41,13 @@ class AnalyzerStub:
     """Stream samples; the server acknowledges each batch and may send control
     requests at any time.
     """
+    Renew: _grpc.UnaryUnaryMultiCallable[_analyzer_pb2.RenewRequest, _analyzer_pb2.RenewResponse]
+    """Renew the caller's client certificate: the analyzer's signing CA signs the request for
+    exactly the subject and names of the valid client certificate that authenticated the call
+    (mTLS). FAILED_PRECONDITION: this analyzer has no signing CA; PERMISSION_DENIED: the request
+    names another identity, or the caller's certificate is not a valid client certificate;
+    INVALID_ARGUMENT: the request is malformed.
+    """
 
 @_typing.type_check_only
 class AnalyzerAsyncStub(AnalyzerStub):
@@ -48,6 +55,13 @@ class AnalyzerAsyncStub(AnalyzerStub):
     StreamSamples: _aio.StreamStreamMultiCallable[_analyzer_pb2.SampleBatch, _analyzer_pb2.Control]  # type: ignore[assignment]
     """Stream samples; the server acknowledges each batch and may send control
     requests at any time.
+    """
+    Renew: _aio.UnaryUnaryMultiCallable[_analyzer_pb2.RenewRequest, _analyzer_pb2.RenewResponse]  # type: ignore[assignment]
+    """Renew the caller's client certificate: the analyzer's signing CA signs the request for
+    exactly the subject and names of the valid client certificate that authenticated the call
+    (mTLS). FAILED_PRECONDITION: this analyzer has no signing CA; PERMISSION_DENIED: the request
+    names another identity, or the caller's certificate is not a valid client certificate;
+    INVALID_ARGUMENT: the request is malformed.
     """
 
 class AnalyzerServicer(metaclass=_abc_1.ABCMeta):
@@ -59,6 +73,19 @@ class AnalyzerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_analyzer_pb2.Control], _abc.AsyncIterator[_analyzer_pb2.Control]]:
         """Stream samples; the server acknowledges each batch and may send control
         requests at any time.
+        """
+
+    @_abc_1.abstractmethod
+    def Renew(
+        self,
+        request: _analyzer_pb2.RenewRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_analyzer_pb2.RenewResponse, _abc.Awaitable[_analyzer_pb2.RenewResponse]]:
+        """Renew the caller's client certificate: the analyzer's signing CA signs the request for
+        exactly the subject and names of the valid client certificate that authenticated the call
+        (mTLS). FAILED_PRECONDITION: this analyzer has no signing CA; PERMISSION_DENIED: the request
+        names another identity, or the caller's certificate is not a valid client certificate;
+        INVALID_ARGUMENT: the request is malformed.
         """
 
 def add_AnalyzerServicer_to_server(servicer: AnalyzerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
