@@ -425,7 +425,7 @@ _RENEW = {
     "`ansible-playbook -i $INV playbooks/mco.yml --limit <this host>` reissues a certificate with less than a third "
     "of its term left; `-e mco_pki_rotate=true` reissues it now (docs/runbooks.md, Credentials expire)",
     "signer": "the signing CA is reissued by `ansible-playbook -i $INV playbooks/mco.yml --limit <this host>` once a "
-    "third of its term (mco_pki_signer_days) is left; with less than half of a renewal's term left it signs nothing "
+    "third of its term (mco_pki_signer_days) is left; with less than a tenth of a renewal's term left it signs nothing "
     "(`certificate renewal refused`) (docs/runbooks.md, Credentials expire)",
     "ca": "rotate the CA: docs/runbooks.md, Rotate the CA (new CA trusted everywhere first, then new "
     "certificates, then the old CA dropped)",

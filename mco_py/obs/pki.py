@@ -43,7 +43,9 @@ log = logging.getLogger(__name__)
 DEFAULT_TERM = 365 * 86400.0
 #: A signing CA issues only while at least this share of ``term`` is left before its own expiry
 #: (it refuses, and callers back off, rather than issue ever shorter certificates renewed ever sooner).
-MIN_TERM_SHARE = 0.5
+#: A tenth: mco doctor and the expiry alert warn about the signing CA (a tenth of its own, longer,
+#: lifetime) before it starts refusing.
+MIN_TERM_SHARE = 0.1
 
 
 class SigningRefused(MCOError):
@@ -218,7 +220,7 @@ class Signer:
             # each renewal would be shorter than the last (cut at the CA's expiry), renewed again ever sooner
             raise SigningRefused(
                 f"this analyzer's signing CA {self.cert_path} expires {ca.cert.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ},"
-                f" in less than half of a renewal's term ({self.term:.0f} s); rerun playbooks/mco.yml (it reissues"
+                f" in less than a tenth of a renewal's term ({self.term:.0f} s); rerun playbooks/mco.yml (it reissues"
                 " the signing CA when a third of its term is left)"
             )
         skew = min(60.0, self.term / 10)  # another host's clock may lag a little

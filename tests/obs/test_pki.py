@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -295,12 +296,27 @@ def test_a_signing_ca_near_its_expiry_refuses_rather_than_issue_ever_shorter_cer
     inter = ca.intermediate("signer", days=100 / 86400)  # 100 seconds left
     peer = peer_of(ca, "node-1")
     request = signing_request(peer, new_key())
-    # a renewal's term of 150 s: 100 s left is more than half of it, so it signs (cut at the CA's expiry)
-    chain = Signer(inter.cert, inter.key, term=150).sign_request(request, pem(peer))
+    # a renewal's term of 900 s: 100 s left is more than a tenth of it, so it signs (cut at the CA's expiry)
+    chain = Signer(inter.cert, inter.key, term=900).sign_request(request, pem(peer))
     assert load_chain(chain)[0].not_valid_after_utc <= load_chain(inter.cert.read_bytes())[0].not_valid_after_utc
-    # a term of 300 s: less than half of it is left; refused (the caller backs off), naming the fix
-    with pytest.raises(SigningRefused, match=r"less than half of a renewal's term.*rerun playbooks/mco\.yml"):
-        Signer(inter.cert, inter.key, term=300).sign_request(request, pem(peer))
+    # a term of 1,200 s: less than a tenth of it is left; refused (the caller backs off), naming the fix
+    with pytest.raises(SigningRefused, match=r"less than a tenth of a renewal's term.*rerun playbooks/mco\.yml"):
+        Signer(inter.cert, inter.key, term=1200).sign_request(request, pem(peer))
+
+
+def test_doctor_warns_about_a_signing_ca_before_it_refuses_renewals() -> None:
+    """With the roles' terms (mco_pki_signer_days, mco_pki_cert_days), the signing CA's expiry warning comes
+    before its first refusal, and a run reissues it (a third of its term left) before either."""
+    from mco_py.doctor.checks import warn_before
+    from mco_py.obs.credentials import Validity
+    from mco_py.obs.pki import DEFAULT_TERM, MIN_TERM_SHARE
+
+    defaults = yaml.safe_load((Path(__file__).parents[2] / "roles/mco_pki/defaults/main.yml").read_text())
+    signer_lifetime = defaults["mco_pki_signer_days"] * 86400.0
+    assert defaults["mco_pki_cert_days"] * 86400.0 == DEFAULT_TERM
+    refuses_from = MIN_TERM_SHARE * DEFAULT_TERM  # seconds left on the signing CA
+    warns_from = warn_before(Validity(0.0, signer_lifetime))
+    assert signer_lifetime / 3 > warns_from > refuses_from + 30 * 86400
 
 
 def test_the_analyzer_watches_its_signing_cas_expiry() -> None:
