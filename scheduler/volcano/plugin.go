@@ -11,6 +11,13 @@
 //	  - name: mco-plugin
 //	    arguments: {crName: cluster, crStatusTTLSeconds: 30, fallbackWhenCROutdated: true}
 //
+// Herd guard (herdGuard): the session's event handlers record each task allocated or pipelined on
+// its node (a deallocation forgets it), and at the open the tasks Volcano still holds as
+// allocated, pipelined or binding are counted too; until the node's report has a sample taken
+// after it, the node order lowers the node by what such pods add to the dimensions they load. A
+// pod placed away from the node it would have scored best without the guard gets an Event
+// (reason MCOHerdGuard) saying which node, dimension, level and placements.
+//
 // Volcano builds a new plugin object every session; the informers, counters and parsed hints
 // live in one core.Shared for the process. A session reads the report once, when it opens, and
 // its functions only read what was frozen then (Volcano calls them from 16 goroutines).
@@ -20,6 +27,11 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	"volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
@@ -65,11 +77,38 @@ func (p *plugin) Name() string { return Name }
 
 func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	src := p.shared.Source(ssn.ClientConfig(), p.args.CRName)
-	view := p.shared.Look(src, p.args.Settings, time.Now())
-	fns := &functions{shared: p.shared, view: view}
+	opened := time.Now()
+	view := p.shared.Look(src, p.args.Settings, opened)
+	fns := &functions{shared: p.shared, view: view, now: core.Seconds(opened)}
 	ssn.AddPredicateFn(Name, fns.predicate)
 	ssn.AddNodeOrderFn(Name, fns.nodeOrder)
+	if p.args.Settings.Herd.Enabled {
+		fns.events = eventRecorder(ssn.KubeClient())
+		fns.inFlight(ssn.Nodes)
+		ssn.AddEventHandler(&framework.EventHandler{AllocateFunc: fns.allocated, DeallocateFunc: fns.deallocated})
+	}
 }
+
+var (
+	recorderOnce sync.Once
+	recorder     record.EventRecorder
+)
+
+// eventRecorder is the process's recorder of the herd guard's Events (nil without a client).
+func eventRecorder(client kubernetes.Interface) record.EventRecorder {
+	recorderOnce.Do(func() {
+		if client == nil {
+			return
+		}
+		broadcaster := record.NewBroadcaster()
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		recorder = broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vc-scheduler"})
+	})
+	return recorder
+}
+
+// HerdReason is the reason of the herd guard's Events.
+const HerdReason = "MCOHerdGuard"
 
 func (p *plugin) OnSessionClose(*framework.Session) {}
 
@@ -78,11 +117,16 @@ type functions struct {
 	shared *core.Shared
 	view   core.View
 	tasks  sync.Map // task UID -> *scoring: each task's hint read once a session
+	// now is the session's open (seconds); events records the herd guard's Events (nil: none).
+	now    float64
+	events record.EventRecorder
 }
 
 type scoring struct {
 	sensitivity *policy.Sensitivity
 	reason      metrics.ScoreReason
+	// steering follows the herd guard's effect on the task (nil: guard off).
+	steering *core.Steering
 }
 
 func (f *functions) predicate(task *api.TaskInfo, node *api.NodeInfo) error {
@@ -107,7 +151,68 @@ func (f *functions) predicate(task *api.TaskInfo, node *api.NodeInfo) error {
 func (f *functions) nodeOrder(task *api.TaskInfo, node *api.NodeInfo) (float64, error) {
 	s := f.scoring(task)
 	f.shared.Metrics.Score(metrics.VolcanoPrioritize, s.reason, 1)
-	return policy.VolcanoScore(&f.view.State, node.Name, f.view.Settings, s.sensitivity), nil
+	if s.steering == nil {
+		return policy.VolcanoScore(&f.view.State, node.Name, f.view.Settings, s.sensitivity), nil
+	}
+	g, recent := f.shared.Guarded(&f.view, node.Name, s.sensitivity, f.now)
+	if g.Discounted() {
+		f.shared.Metrics.Discounted(metrics.VolcanoPrioritize, 1)
+	}
+	s.steering.Note(node.Name, g, recent)
+	return policy.VolcanoScale(g.Score, f.view.Settings), nil
+}
+
+// allocated records a task allocated (or pipelined) on its node, and tells the pod (an Event) when
+// the guard placed it away from the node it would have scored best.
+func (f *functions) allocated(event *framework.Event) {
+	task := event.Task
+	if task == nil || task.NodeName == "" {
+		return
+	}
+	s := f.scoring(task)
+	if s.steering != nil {
+		// The node as the task scored it: before the task itself is counted on it.
+		chosen, _ := f.shared.Guarded(&f.view, task.NodeName, s.sensitivity, f.now)
+		if steer, steered := s.steering.Steered(task.NodeName, chosen); steered {
+			f.shared.Metrics.Steered(metrics.VolcanoPrioritize, steer.Guarded.Dimension)
+			if f.events != nil && task.Pod != nil {
+				f.events.Event(task.Pod, v1.EventTypeNormal, HerdReason, steer.Message(core.Seconds(time.Now())))
+			}
+		}
+	}
+	f.place(task, core.Seconds(time.Now()))
+}
+
+// deallocated forgets a task whose allocation was undone.
+func (f *functions) deallocated(event *framework.Event) {
+	if event.Task != nil {
+		f.shared.Herd.Remove(string(event.Task.UID))
+	}
+}
+
+// inFlight counts the tasks Volcano holds as placed but not yet bound that the ledger does not
+// have (placed before this process started), as placed at the session's open.
+func (f *functions) inFlight(nodes map[string]*api.NodeInfo) {
+	for _, node := range nodes {
+		for _, task := range node.Tasks {
+			switch task.Status {
+			case api.Allocated, api.Pipelined, api.Binding:
+				if task.NodeName != "" && !f.shared.Herd.Known(string(task.UID)) {
+					f.place(task, f.now)
+				}
+			}
+		}
+	}
+}
+
+// place records task on its node at at (seconds) with the load of its hint or requests.
+func (f *functions) place(task *api.TaskInfo, at float64) {
+	cpu, memory := false, false
+	if task.Resreq != nil {
+		cpu, memory = task.Resreq.MilliCPU > 0, task.Resreq.Memory > 0
+	}
+	load := policy.PodLoad(f.scoring(task).sensitivity, cpu, memory)
+	f.shared.Place(&f.view.Settings.Herd, task.NodeName, string(task.UID), load, at)
 }
 
 func (f *functions) scoring(task *api.TaskInfo) *scoring {
@@ -120,6 +225,9 @@ func (f *functions) scoring(task *api.TaskInfo) *scoring {
 	}
 	s := &scoring{}
 	s.sensitivity, s.reason = f.shared.Sensitivity(&f.view.State, text, present)
+	if f.view.Settings.Herd.Enabled {
+		s.steering = &core.Steering{}
+	}
 	found, _ := f.tasks.LoadOrStore(task.UID, s)
 	return found.(*scoring)
 }
