@@ -355,8 +355,9 @@ def burst_report(nodes: int, quiet: int) -> Report:
 
 def burst(pods: int, workdir: Path, rounds: int) -> list[dict[str, Any]]:
     """Both schedulers with mco-plugin, the herd guard on and off: where a burst of offline pods lands."""
-    bins = {**binaries(), **mco_schedulers()["binaries"]}
-    cluster = RealCluster(workdir / "cluster-burst", bins, crds=volcano_crds(bins))
+    upstream = binaries()
+    bins = {**upstream, **mco_schedulers()["binaries"]}
+    cluster = RealCluster(workdir / "cluster-burst", bins, crds=volcano_crds(upstream))
     quiet = {f"node-{i}" for i in range(1, BURST_QUIET + 1)}
     rows: list[dict[str, Any]] = []
     cluster.start(nodes=BURST_NODES, timeout=600)
