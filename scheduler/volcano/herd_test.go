@@ -6,10 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
@@ -108,14 +110,33 @@ func TestHerdGuardLaterSessionsAndDeallocation(t *testing.T) {
 func TestHerdGuardCountsTasksInFlight(t *testing.T) {
 	f, _ := burstSession(t, core.New(), true)
 	q := node("q", nil)
-	for i, status := range []api.TaskStatus{api.Binding, api.Pipelined, api.Running} {
+	scheduled := func(secondsAgo float64) []v1.PodCondition {
+		at := metav1.NewTime(time.UnixMicro(int64((now - secondsAgo) * 1e6)))
+		return []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: at}}
+	}
+	for i, c := range []struct {
+		status     api.TaskStatus
+		conditions []v1.PodCondition
+	}{
+		{api.Binding, nil},
+		{api.Pipelined, nil},
+		{api.Running, scheduled(5)},   // bound 5 s ago: counts
+		{api.Bound, scheduled(3)},     // counts
+		{api.Running, scheduled(600)}, // long ago: its node's samples have it
+		{api.Running, nil},            // bind time unknown
+	} {
 		tk := cpuTask(i)
-		tk.NodeName, tk.Status = "q", status
+		tk.NodeName, tk.Status = "q", c.status
+		tk.Pod.Status.Conditions = c.conditions
 		q.Tasks[api.PodKey(tk.Pod)] = tk
 	}
 	f.inFlight(map[string]*api.NodeInfo{"q": q})
-	if f.shared.Herd.Len() != 2 {
-		t.Errorf("binding and pipelined tasks held: %d, want 2 (running ones are in the node's samples)", f.shared.Herd.Len())
+	if f.shared.Herd.Len() != 4 {
+		t.Errorf("tasks held: %d, want 4 (binding, pipelined, and the two bound in the last minute)", f.shared.Herd.Len())
+	}
+	recent := f.shared.Herd.Recent("q", now-10, now, &f.view.Settings.Herd)
+	if recent.Pods != 4 || recent.Oldest != now-5 {
+		t.Errorf("counted %+v", recent)
 	}
 }
 

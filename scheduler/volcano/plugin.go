@@ -12,8 +12,8 @@
 //	    arguments: {crName: cluster, crStatusTTLSeconds: 30, fallbackWhenCROutdated: true}
 //
 // Herd guard (herdGuard): the session's event handlers record each task allocated or pipelined on
-// its node (a deallocation forgets it), and at the open the tasks Volcano still holds as
-// allocated, pipelined or binding are counted too; until the node's report has a sample taken
+// its node (a deallocation forgets it), and at the open the tasks this process did not place are
+// counted too (allocated, pipelined, binding, or bound recently); until the node's report has a sample taken
 // after it, the node order lowers the node by what such pods add to the dimensions they load. A
 // pod placed away from the node it would have scored best without the guard gets an Event
 // (reason MCOHerdGuard) saying which node, dimension, level and placements.
@@ -190,19 +190,40 @@ func (f *functions) deallocated(event *framework.Event) {
 	}
 }
 
-// inFlight counts the tasks Volcano holds as placed but not yet bound that the ledger does not
-// have (placed before this process started), as placed at the session's open.
+// inFlight counts the tasks on the session's nodes that the ledger does not have (placed before
+// this process started, or by another scheduler): those Volcano holds as allocated, pipelined or
+// binding as placed at the session's open, the bound and running ones as placed when their pod's
+// PodScheduled condition turned true, if that is recent enough to count.
 func (f *functions) inFlight(nodes map[string]*api.NodeInfo) {
+	h := &f.view.Settings.Herd
 	for _, node := range nodes {
 		for _, task := range node.Tasks {
+			if task.NodeName == "" || f.shared.Herd.Known(string(task.UID)) {
+				continue
+			}
 			switch task.Status {
 			case api.Allocated, api.Pipelined, api.Binding:
-				if task.NodeName != "" && !f.shared.Herd.Known(string(task.UID)) {
-					f.place(task, f.now)
+				f.place(task, f.now)
+			case api.Bound, api.Running:
+				if at, ok := scheduledAt(task.Pod); ok && f.now-at <= h.MaxAgeSeconds {
+					f.place(task, at)
 				}
 			}
 		}
 	}
+}
+
+// scheduledAt is when pod was bound to its node (its PodScheduled condition), seconds.
+func scheduledAt(pod *v1.Pod) (float64, bool) {
+	if pod == nil {
+		return 0, false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return core.Seconds(c.LastTransitionTime.Time), true
+		}
+	}
+	return 0, false
 }
 
 // place records task on its node at at (seconds) with the load of its hint or requests.
