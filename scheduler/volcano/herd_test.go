@@ -47,6 +47,14 @@ func cpuTask(i int) *api.TaskInfo {
 // allocate runs n tasks as allocate does: score every node, allocate on the best (ties by name).
 func allocate(t *testing.T, f *functions, n int) map[string]int {
 	t.Helper()
+	placed, _ := allocateJob(t, f, n)
+	return placed
+}
+
+// allocateJob is allocate with the tasks in one job, each Allocated (as the session holds them).
+func allocateJob(t *testing.T, f *functions, n int) (map[string]int, *api.JobInfo) {
+	t.Helper()
+	job := api.NewJobInfo("default/gang")
 	placed := map[string]int{}
 	nodes := []*api.NodeInfo{node("l1", nil), node("l2", nil), node("q", nil)}
 	for i := 0; i < n; i++ {
@@ -61,16 +69,28 @@ func allocate(t *testing.T, f *functions, n int) map[string]int {
 				best, bestScore = n.Name, score
 			}
 		}
-		tk.NodeName = best
+		tk.NodeName, tk.Job = best, job.UID
+		job.AddTaskInfo(tk)
+		if err := job.UpdateTaskStatus(tk, api.Allocated); err != nil {
+			t.Fatal(err)
+		}
 		f.allocated(&framework.Event{Task: tk})
 		placed[best]++
 	}
-	return placed
+	return placed, job
+}
+
+func jobs(job *api.JobInfo) map[api.JobID]*api.JobInfo {
+	return map[api.JobID]*api.JobInfo{job.UID: job}
 }
 
 func TestHerdGuardSpreadsABurst(t *testing.T) {
 	f, recorder := burstSession(t, core.New(), true)
-	placed := allocate(t, f, 30)
+	placed, job := allocateJob(t, f, 30)
+	if len(recorder.Events) != 0 {
+		t.Fatalf("%d events before the session's close", len(recorder.Events))
+	}
+	f.steered(jobs(job))
 	if mean := 10; placed["q"] > 2*mean || placed["l1"] == 0 || placed["l2"] == 0 {
 		t.Errorf("with the guard: %v", placed)
 	}
@@ -87,6 +107,55 @@ func TestHerdGuardSpreadsABurst(t *testing.T) {
 	off, offRecorder := burstSession(t, core.New(), false)
 	if placed := allocate(t, off, 30); placed["q"] != 30 || len(offRecorder.Events) != 0 || off.shared.Herd.Len() != 0 {
 		t.Errorf("guard off: %v, %d events, %d held", placed, len(offRecorder.Events), off.shared.Herd.Len())
+	}
+}
+
+// A gang job that does not fit: the statement is discarded (each task deallocated and Pending at
+// the close), so its steered tasks get no Event and are not counted; kept ones are.
+func TestHerdGuardTellsOnlyKeptPlacements(t *testing.T) {
+	f, recorder := burstSession(t, core.New(), true)
+	placed, job := allocateJob(t, f, 30)
+	steered := placed["l1"] + placed["l2"]
+	if steered < 2 {
+		t.Fatalf("placed %v: too few steered tasks to test", placed)
+	}
+	kept := 0
+	for _, tk := range job.Tasks {
+		if tk.NodeName == "q" {
+			continue
+		}
+		if kept == 0 { // one steered task committed (binding); the rest discarded
+			kept++
+			if err := job.UpdateTaskStatus(tk, api.Binding); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := job.UpdateTaskStatus(tk, api.Pending); err != nil {
+			t.Fatal(err)
+		}
+		f.deallocated(&framework.Event{Task: tk})
+	}
+	f.steered(jobs(job))
+	if len(recorder.Events) != 1 || steeredTotal(t, f.shared) != 1 {
+		t.Errorf("%d events, steered %v; want 1 (the binding task)", len(recorder.Events), steeredTotal(t, f.shared))
+	}
+	f.steered(jobs(job))
+	if len(recorder.Events) != 1 {
+		t.Errorf("told again: %d events", len(recorder.Events))
+	}
+
+	g, gRecorder := burstSession(t, core.New(), true)
+	_, gang := allocateJob(t, g, 30)
+	for _, tk := range gang.Tasks {
+		if err := gang.UpdateTaskStatus(tk, api.Pending); err != nil {
+			t.Fatal(err)
+		}
+		g.deallocated(&framework.Event{Task: tk})
+	}
+	g.steered(jobs(gang))
+	if len(gRecorder.Events) != 0 || steeredTotal(t, g.shared) != 0 || g.shared.Herd.Len() != 0 {
+		t.Errorf("discarded job: %d events, steered %v, %d held", len(gRecorder.Events), steeredTotal(t, g.shared), g.shared.Herd.Len())
 	}
 }
 

@@ -16,7 +16,8 @@
 // counted too (allocated, pipelined, binding, or bound recently); until the node's report has a sample taken
 // after it, the node order lowers the node by what such pods add to the dimensions they load. A
 // pod placed away from the node it would have scored best without the guard gets an Event
-// (reason MCOHerdGuard) saying which node, dimension, level and placements.
+// (reason MCOHerdGuard) saying which node, dimension, level and placements, at the session's
+// close and only when the session kept the placement (a gang job that did not fit gets none).
 //
 // Volcano builds a new plugin object every session; the informers, counters and parsed hints
 // live in one core.Shared for the process. A session reads the report once, when it opens, and
@@ -65,6 +66,8 @@ func init() {
 type plugin struct {
 	shared *core.Shared
 	args   args.Args
+	// fns are the session's functions (nil before the open).
+	fns *functions
 }
 
 // New builds the plugin for one session from the ConfigMap's arguments.
@@ -80,6 +83,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	opened := time.Now()
 	view := p.shared.Look(src, p.args.Settings, opened)
 	fns := &functions{shared: p.shared, view: view, now: core.Seconds(opened)}
+	p.fns = fns
 	ssn.AddPredicateFn(Name, fns.predicate)
 	ssn.AddNodeOrderFn(Name, fns.nodeOrder)
 	if p.args.Settings.Herd.Enabled {
@@ -110,7 +114,12 @@ func eventRecorder(client kubernetes.Interface) record.EventRecorder {
 // HerdReason is the reason of the herd guard's Events.
 const HerdReason = "MCOHerdGuard"
 
-func (p *plugin) OnSessionClose(*framework.Session) {}
+// OnSessionClose tells the steered pods whose placement the session kept (see steered).
+func (p *plugin) OnSessionClose(ssn *framework.Session) {
+	if p.fns != nil {
+		p.fns.steered(ssn.Jobs)
+	}
+}
 
 // functions are one session's predicate and node order over the report as it was at the open.
 type functions struct {
@@ -120,6 +129,18 @@ type functions struct {
 	// now is the session's open (seconds); events records the herd guard's Events (nil: none).
 	now    float64
 	events record.EventRecorder
+	// steers are the tasks the guard steered, by UID, told at the session's close.
+	steersMu sync.Mutex
+	steers   map[api.TaskID]steer
+}
+
+// steer is a task allocated away from the node it would have scored best, and the Event's text.
+type steer struct {
+	job       api.JobID
+	pod       *v1.Pod
+	node      string
+	dimension string
+	message   string
 }
 
 type scoring struct {
@@ -162,8 +183,8 @@ func (f *functions) nodeOrder(task *api.TaskInfo, node *api.NodeInfo) (float64, 
 	return policy.VolcanoScale(g.Score, f.view.Settings), nil
 }
 
-// allocated records a task allocated (or pipelined) on its node, and tells the pod (an Event) when
-// the guard placed it away from the node it would have scored best.
+// allocated records a task allocated (or pipelined) on its node, and notes it when the guard placed
+// it away from the node it would have scored best (steered tells it at the session's close).
 func (f *functions) allocated(event *framework.Event) {
 	task := event.Task
 	if task == nil || task.NodeName == "" {
@@ -173,14 +194,47 @@ func (f *functions) allocated(event *framework.Event) {
 	if s.steering != nil {
 		// The node as the task scored it: before the task itself is counted on it.
 		chosen, _ := f.shared.Guarded(&f.view, task.NodeName, s.sensitivity, f.now)
-		if steer, steered := s.steering.Steered(task.NodeName, chosen); steered {
-			f.shared.Metrics.Steered(metrics.VolcanoPrioritize, steer.Guarded.Dimension)
-			if f.events != nil && task.Pod != nil {
-				f.events.Event(task.Pod, v1.EventTypeNormal, HerdReason, steer.Message(core.Seconds(time.Now())))
+		if st, steered := s.steering.Steered(task.NodeName, chosen); steered {
+			f.steersMu.Lock()
+			if f.steers == nil {
+				f.steers = map[api.TaskID]steer{}
 			}
+			f.steers[task.UID] = steer{job: task.Job, pod: task.Pod, node: task.NodeName,
+				dimension: st.Guarded.Dimension, message: st.Message(core.Seconds(time.Now()))}
+			f.steersMu.Unlock()
 		}
 	}
 	f.place(task, core.Seconds(time.Now()))
+}
+
+// steered counts the steered tasks the session kept and tells their pods (an Event, reason
+// HerdReason). Volcano allocates a gang job's tasks in a statement it commits or discards once the
+// job is placed whole, so a steer is kept only when its task is still allocated, binding or bound
+// on the node it was steered to in jobs (the session's, at its close); the rest are dropped.
+func (f *functions) steered(jobs map[api.JobID]*api.JobInfo) {
+	f.steersMu.Lock()
+	steers := f.steers
+	f.steers = nil
+	f.steersMu.Unlock()
+	for uid, st := range steers {
+		job := jobs[st.job]
+		if job == nil {
+			continue
+		}
+		task := job.Tasks[uid]
+		if task == nil || task.NodeName != st.node {
+			continue
+		}
+		switch task.Status {
+		case api.Allocated, api.Binding, api.Bound:
+		default:
+			continue
+		}
+		f.shared.Metrics.Steered(metrics.VolcanoPrioritize, st.dimension)
+		if f.events != nil && st.pod != nil {
+			f.events.Event(st.pod, v1.EventTypeNormal, HerdReason, st.message)
+		}
+	}
 }
 
 // deallocated forgets a task whose allocation was undone.
