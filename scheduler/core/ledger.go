@@ -41,6 +41,10 @@ func NewLedger() *Ledger {
 func (l *Ledger) Place(node, uid string, at float64, load policy.Load, maxAge float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.place(node, uid, at, load, maxAge)
+}
+
+func (l *Ledger) place(node, uid string, at float64, load policy.Load, maxAge float64) {
 	if at-l.lastSweep >= sweepEvery {
 		l.sweep(at - maxAge)
 		l.lastSweep = at
@@ -58,6 +62,29 @@ func (l *Ledger) Place(node, uid string, at float64, load policy.Load, maxAge fl
 	}
 	l.nodes[node] = list
 	l.where[uid] = node
+}
+
+// Placement is one pod placed on a node at At (seconds) with Load.
+type Placement struct {
+	Node, UID string
+	At        float64
+	Load      policy.Load
+}
+
+// PlaceUnknown records the placements whose pod the ledger does not hold, under one lock (a
+// session's scan of the tasks in flight), as Place does each.
+func (l *Ledger) PlaceUnknown(placements []Placement, maxAge float64) {
+	if len(placements) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range placements {
+		p := &placements[i]
+		if _, ok := l.where[p.UID]; !ok {
+			l.place(p.Node, p.UID, p.At, p.Load, maxAge)
+		}
+	}
 }
 
 // Remove forgets pod uid (its placement was undone).

@@ -83,6 +83,31 @@ func TestLedgerForgetsOldPlacementsAndNodes(t *testing.T) {
 	}
 }
 
+func TestLedgerPlaceUnknown(t *testing.T) {
+	h := policy.DefaultHerdGuard()
+	l := core.NewLedger()
+	l.PlaceUnknown(nil, h.MaxAgeSeconds)
+	l.Place("a", "held", 100, cpuLoad, h.MaxAgeSeconds)
+	l.PlaceUnknown([]core.Placement{
+		{Node: "b", UID: "held", At: 104, Load: ioLoad}, // held: kept on a at 100
+		{Node: "a", UID: "new", At: 103, Load: ioLoad},
+		{Node: "b", UID: "other", At: 104, Load: cpuLoad},
+	}, h.MaxAgeSeconds)
+	if l.Len() != 3 || l.Nodes() != 2 {
+		t.Fatalf("held %d on %d nodes, want 3 on 2", l.Len(), l.Nodes())
+	}
+	if r := l.Recent("a", 95, 105, &h); r.Pods != 2 || r.Oldest != 100 {
+		t.Errorf("a: %+v", r)
+	}
+	if r := l.Recent("b", 95, 105, &h); r.Pods != 1 || r.Weights[0].Name != "cpu" {
+		t.Errorf("b: %+v", r)
+	}
+	l.PlaceUnknown([]core.Placement{{Node: "c", UID: "late", At: 200, Load: cpuLoad}}, h.MaxAgeSeconds)
+	if l.Len() != 1 || l.Nodes() != 1 {
+		t.Errorf("placements older than maxAge are swept: %d held on %d nodes", l.Len(), l.Nodes())
+	}
+}
+
 func TestLedgerConcurrentUse(t *testing.T) {
 	h := policy.DefaultHerdGuard()
 	l := core.NewLedger()

@@ -247,23 +247,34 @@ func (f *functions) deallocated(event *framework.Event) {
 // inFlight counts the tasks on the session's nodes that the ledger does not have (placed before
 // this process started, or by another scheduler): those Volcano holds as allocated, pipelined or
 // binding as placed at the session's open, the bound and running ones as placed when their pod's
-// PodScheduled condition turned true, if that is recent enough to count.
+// PodScheduled condition turned true, if that is recent enough to count. It runs at every open
+// over every task: the bound and running tasks too old to count (nearly all) are skipped before
+// the ledger is touched, and the rest go to it under one lock.
 func (f *functions) inFlight(nodes map[string]*api.NodeInfo) {
 	h := &f.view.Settings.Herd
+	var found []core.Placement
 	for _, node := range nodes {
 		for _, task := range node.Tasks {
-			if task.NodeName == "" || f.shared.Herd.Known(string(task.UID)) {
+			if task.NodeName == "" {
 				continue
 			}
+			at := f.now
 			switch task.Status {
 			case api.Allocated, api.Pipelined, api.Binding:
-				f.place(task, f.now)
 			case api.Bound, api.Running:
-				if at, ok := scheduledAt(task.Pod); ok && f.now-at <= h.MaxAgeSeconds {
-					f.place(task, at)
+				scheduled, ok := scheduledAt(task.Pod)
+				if !ok || f.now-scheduled > h.MaxAgeSeconds {
+					continue
 				}
+				at = scheduled
+			default:
+				continue
 			}
+			found = append(found, core.Placement{Node: task.NodeName, UID: string(task.UID), At: at, Load: f.load(task)})
 		}
+	}
+	if h.Enabled {
+		f.shared.Herd.PlaceUnknown(found, h.MaxAgeSeconds)
 	}
 }
 
@@ -272,7 +283,8 @@ func scheduledAt(pod *v1.Pod) (float64, bool) {
 	if pod == nil {
 		return 0, false
 	}
-	for _, c := range pod.Status.Conditions {
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
 		if c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue && !c.LastTransitionTime.IsZero() {
 			return core.Seconds(c.LastTransitionTime.Time), true
 		}
@@ -282,12 +294,16 @@ func scheduledAt(pod *v1.Pod) (float64, bool) {
 
 // place records task on its node at at (seconds) with the load of its hint or requests.
 func (f *functions) place(task *api.TaskInfo, at float64) {
+	f.shared.Place(&f.view.Settings.Herd, task.NodeName, string(task.UID), f.load(task), at)
+}
+
+// load is what task loads: its hint's dimensions, else those it requests.
+func (f *functions) load(task *api.TaskInfo) policy.Load {
 	cpu, memory := false, false
 	if task.Resreq != nil {
 		cpu, memory = task.Resreq.MilliCPU > 0, task.Resreq.Memory > 0
 	}
-	load := policy.PodLoad(f.scoring(task).sensitivity, cpu, memory)
-	f.shared.Place(&f.view.Settings.Herd, task.NodeName, string(task.UID), load, at)
+	return policy.PodLoad(f.scoring(task).sensitivity, cpu, memory)
 }
 
 func (f *functions) scoring(task *api.TaskInfo) *scoring {
