@@ -19,8 +19,11 @@ func (s *Shared) Guarded(view *View, node string, sensitivity *policy.Sensitivit
 	var recent policy.Recent
 	if view.Settings.Herd.Enabled && view.State.Report != nil {
 		if entry := view.State.Report.Nodes.Get(node); entry != nil {
+			// The sample was taken before the analyzer wrote the report holding it: a node whose
+			// clock is ahead of the analyzer's (it accepts samples up to max_clock_skew ahead)
+			// is judged by the report's lastUpdateTime.
 			sampled := entry.Sampled
-			if sampled == 0 {
+			if sampled == 0 || sampled > view.State.Report.Updated {
 				sampled = view.State.Report.Updated
 			}
 			recent = s.Herd.Recent(node, sampled, now, &view.Settings.Herd)

@@ -163,3 +163,20 @@ func TestHerdGuardNewSampleResets(t *testing.T) {
 		t.Errorf("after a later sample: %+v %+v", g, recent)
 	}
 }
+
+// A node whose clock is 9 s ahead of the analyzer's (which accepts its samples): its sample, dated
+// settleSeconds after the burst, was taken before the report holding it was written (5 s after
+// the burst), so 11 s after the burst it still counts.
+func TestHerdGuardNodeClockAhead(t *testing.T) {
+	p, _ := burstPlugin(t, true)
+	placed := schedule(t, p, 10)
+	settings := p.args.Settings
+	report := &policy.Report{Updated: now + 5, Nodes: policy.NodeMap{
+		"q": {Level: policy.LevelNone, Score: 0, Dimensions: []policy.Dimension{}, Sampled: now + 14},
+	}}
+	state := policy.ReportState(report, now+11, &settings, "", false)
+	view := core.View{State: state, Settings: &settings}
+	if g, recent := p.shared.Guarded(&view, "q", nil, now+11); !g.Discounted() || recent.Pods != placed["q"] {
+		t.Errorf("a sample dated ahead hid the burst: %+v %+v", g, recent)
+	}
+}

@@ -27,8 +27,12 @@ func DefaultHerdGuard() HerdGuard {
 }
 
 // Counts is true when a pod placed at placed (seconds) still counts against a node sampled at
-// sampled, at now.
+// sampled, at now. A sample dated after now (a clock ahead of the scheduler's) is taken as of now:
+// whatever the other clocks say, a placement counts at least SettleSeconds by the scheduler's.
 func (h *HerdGuard) Counts(placed, sampled, now float64) bool {
+	if sampled > now {
+		sampled = now
+	}
 	return h.Enabled && sampled < placed+h.SettleSeconds && now-placed <= h.MaxAgeSeconds
 }
 

@@ -110,6 +110,8 @@ func TestHerdCounts(t *testing.T) {
 		{100, 110, 111, false}, // a sample settleSeconds later has it
 		{100, 95, 160, true},   // the node's samples stopped: counted up to maxAgeSeconds
 		{100, 95, 161, false},  // and not longer
+		{100, 110, 101, true},  // a node clock 9 s ahead: its sample is taken as of now
+		{100, 120, 110, false}, // settleSeconds by the scheduler's clock
 	} {
 		if got := h.Counts(c.placed, c.sampled, c.now); got != c.want {
 			t.Errorf("placed %v sampled %v now %v: %v, want %v", c.placed, c.sampled, c.now, got, c.want)
