@@ -128,7 +128,9 @@ func (g Guarded) Discounted() bool { return g.Dimension != "" }
 
 // GuardedScore is RawScore for a pod with sensitivity once the pods in recent are added to the
 // entry's dimensions: the worst (weighted) dimension, each raised by what recent adds to it, never
-// above 100. Nodes without a report entry or with level Unknown keep their neutral score.
+// above 100. A node score above its worst dimension (combine: compound) is raised as the compound
+// of that dimension with the rest: 100*(1-(1-node)(1-raised)/(1-dimension)) on the 0-1 scale.
+// Nodes without a report entry or with level Unknown keep their neutral score.
 func GuardedScore(state *State, node string, s *Settings, sensitivity *Sensitivity, recent *Recent) Guarded {
 	raw := RawScore(state, node, s, sensitivity)
 	g := Guarded{Raw: raw, Score: raw, Level: LevelUnknown}
@@ -145,12 +147,20 @@ func GuardedScore(state *State, node string, s *Settings, sensitivity *Sensitivi
 		return g
 	}
 	worst := 100 - raw
+	// With the analyzer's combine: compound, several elevated dimensions add up to a node score
+	// above its worst dimension; a pod's node score is then raised as a factor of that compound.
+	compound := sensitivity == nil && entry.Score > worstDimension(entry)
 	consider := func(name string, weight float64) {
 		add := recent.added(name, s.Herd.PerPodScore)
 		if add <= 0 {
 			return
 		}
-		if v := weight * math.Min(100, dimensionScore(entry, name)+add); v > worst {
+		base := dimensionScore(entry, name)
+		estimate := math.Min(100, base+add)
+		if compound && base < 100 {
+			estimate = math.Max(estimate, 100*(1-(1-entry.Score/100)*(1-estimate/100)/(1-base/100)))
+		}
+		if v := weight * estimate; v > worst {
 			worst, g.Dimension = v, name
 			if name == "" {
 				g.Dimension = NodeDimension
@@ -174,6 +184,18 @@ func GuardedScore(state *State, node string, s *Settings, sensitivity *Sensitivi
 	}
 	g.Score = math.Min(100, math.Max(0, 100-worst))
 	return g
+}
+
+// worstDimension is the entry's highest dimension score (its node score without dimensions).
+func worstDimension(entry *Node) float64 {
+	if len(entry.Dimensions) == 0 {
+		return entry.Score
+	}
+	worst := 0.0
+	for _, d := range entry.Dimensions {
+		worst = math.Max(worst, d.Score)
+	}
+	return worst
 }
 
 // dimensionScore is the entry's score in dimension name: listed dimensions score above 0, the

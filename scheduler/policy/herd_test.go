@@ -16,7 +16,9 @@ func herdState() policy.State {
 		"quiet": {Level: policy.LevelNone, Score: 0, Dimensions: []policy.Dimension{}},
 		"busy":  {Level: policy.LevelLow, Score: 40, Dimensions: []policy.Dimension{{Name: "cpu", Score: 40}, {Name: "io", Score: 10}}},
 		"flat":  {Level: policy.LevelLow, Score: 20},
-		"gone":  {Level: policy.LevelUnknown, Score: 0},
+		// combine: compound: cpu 50 and io 50 add up to 75.
+		"compound": {Level: policy.LevelMedium, Score: 75, Dimensions: []policy.Dimension{{Name: "cpu", Score: 50}, {Name: "io", Score: 50}}},
+		"gone":     {Level: policy.LevelUnknown, Score: 0},
 	}}}
 }
 
@@ -58,6 +60,8 @@ func TestGuardedScorePerDimension(t *testing.T) {
 		{"no placements", "quiet", nil, recent(), 100, 100, ""},
 		{"cpu pods on a quiet node: its cpu estimate", "quiet", nil, four, 100, 80, "cpu"},
 		{"cpu pods do not touch an io-sensitive pod", "quiet", sens(t, "io"), four, 100, 100, ""},
+		{"compound node: one cpu pod raises the compound", "compound", nil, recent(cpuPod), 25, 22.5, "cpu"},
+		{"compound node: an io-sensitive pod sees the io dimension", "compound", sens(t, "io"), recent(ioPod), 50, 45, "io"},
 		{"cpu-sensitive pod sees them", "quiet", sens(t, "cpu"), four, 100, 80, "cpu"},
 		{"half weight halves it", "quiet", sens(t, "io=2,cpu=1"), four, 100, 90, "cpu"},
 		{"added to the reported dimension", "busy", nil, four, 60, 40, "cpu"},
