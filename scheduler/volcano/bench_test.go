@@ -17,7 +17,7 @@ import (
 // BenchmarkInFlight is one session open's scan of the tasks in flight on a cluster of 5,000 nodes
 // with 20 running pods each, bound an hour ago (none counts), with the herd guard on.
 func BenchmarkInFlight(b *testing.B) {
-	f, _ := burstSession(&testing.T{}, core.New(), true)
+	f, _ := burstSession(b, core.New(), true)
 	bound := metav1.NewTime(time.UnixMicro(int64((now - 3600) * 1e6)))
 	nodes := map[string]*api.NodeInfo{}
 	for n := 0; n < 5000; n++ {

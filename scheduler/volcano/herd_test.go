@@ -21,7 +21,7 @@ import (
 )
 
 // burstSession is one session over a report of one quiet node and two Low nodes (cpu 20).
-func burstSession(t *testing.T, shared *core.Shared, guard bool) (*functions, *record.FakeRecorder) {
+func burstSession(t testing.TB, shared *core.Shared, guard bool) (*functions, *record.FakeRecorder) {
 	t.Helper()
 	settings := policy.DefaultSettings()
 	settings.Herd.Enabled = guard
