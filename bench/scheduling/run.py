@@ -11,6 +11,13 @@ second (first creation to last binding), the p50/p99 time from a pod's creation 
 a watch sees it, the ratio with/without, and the scheduler's CPU seconds during the run and its
 resident memory (VmRSS) after it.
 
+Part 1b (--burst): the herd guard. BURST_PODS offline pods are submitted at once (8 client
+threads) to BURST_NODES fake nodes of which BURST_QUIET are quiet and the rest Low (cpu 30); the
+real vc-scheduler and kube-scheduler with mco-plugin place them with the guard on (`guard`, the
+default arguments) and off (`no-guard`: herdGuard: null), in the same run, rounds alternating
+the order. Printed per run: pods/s (first creation to last binding), the time taken to submit,
+the most pods any node got, the mean, their ratio, and how many went to the quiet nodes.
+
 Part 2: requests per CPU-second of `mco extender` against a small Go extender written on
 kube-scheduler's own types (bench/scheduling/goextender), both answering /kube/filter and
 /kube/prioritize for the same bodies and report; server pinned to CPU 0, wrk on CPU 1.
@@ -19,6 +26,7 @@ Usage (after `make setup`; builds what it needs):
     .venv/bin/python bench/scheduling/run.py [--nodes 100,1000,5000] [--pods 100] [--duration 10]
         [--variants none,plugin,mco,mco-score-only,go] [--rounds 3] [--skip-schedulers] [--skip-extenders]
         [--json FILE]
+    .venv/bin/python bench/scheduling/run.py --burst [--rounds 3] [--json FILE]
 """
 
 from __future__ import annotations
@@ -32,7 +40,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -43,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from kubernetes import client, config, watch  # noqa: E402
 
 from bench.extender.run import _listening_port, cpu_seconds, wrk  # noqa: E402
-from mco_py.model import Level, NodeAssessment, Report  # noqa: E402
+from mco_py.model import DimensionScore, Level, NodeAssessment, Report  # noqa: E402
 from mco_py.report.builder import ReportBuilder  # noqa: E402
 from mco_py.report.shards import ShardPlanner  # noqa: E402
 from mco_py.report.size import DEFAULT_STATUS_BUDGET  # noqa: E402
@@ -113,10 +123,20 @@ def extender_process(kubeconfig: Path, workdir: Path) -> Iterator[tuple[subproce
         proc.wait(30)
 
 
-def place(core: client.CoreV1Api, scheduler: str, pods: int, timeout: float = 600.0) -> dict[str, float]:
-    """Create ``pods`` pods for ``scheduler`` one after another; time each from creation to binding."""
+def place(
+    core: client.CoreV1Api,
+    scheduler: str,
+    pods: int,
+    timeout: float = 600.0,
+    *,
+    workers: int = 1,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Create ``pods`` pods for ``scheduler`` (one after another, or from ``workers`` threads at
+    once); time each from creation to binding, and count the pods each node got."""
     created: dict[str, float] = {}
     bound: dict[str, float] = {}
+    node_of: dict[str, str] = {}
     done = threading.Event()
     listed = core.list_namespaced_pod(NAMESPACE)
 
@@ -129,6 +149,7 @@ def place(core: client.CoreV1Api, scheduler: str, pods: int, timeout: float = 60
             name = pod.metadata.name
             if pod.spec.node_name and name not in bound:
                 bound[name] = time.monotonic()
+                node_of[name] = pod.spec.node_name
                 if len(bound) >= pods:
                     w.stop()
                     break
@@ -136,12 +157,13 @@ def place(core: client.CoreV1Api, scheduler: str, pods: int, timeout: float = 60
 
     thread = threading.Thread(target=watcher, daemon=True)
     thread.start()
-    for i in range(pods):
+
+    def create(i: int) -> None:
         name = f"{scheduler[:3]}-{i}"
         body = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": NAMESPACE},
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels or {}},
             "spec": {
                 "schedulerName": scheduler,
                 "containers": [
@@ -151,6 +173,14 @@ def place(core: client.CoreV1Api, scheduler: str, pods: int, timeout: float = 60
         }
         created[name] = time.monotonic()
         core.create_namespaced_pod(NAMESPACE, body)
+
+    if workers == 1:
+        for i in range(pods):
+            create(i)
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(create, range(pods)))
+    submitted = max(created.values()) - min(created.values())
     if not done.wait(timeout):
         raise SystemExit(f"{scheduler}: only {len(bound)} of {pods} pods bound in {timeout:.0f}s")
     latencies = sorted(bound[n] - created[n] for n in created)
@@ -163,6 +193,8 @@ def place(core: client.CoreV1Api, scheduler: str, pods: int, timeout: float = 60
         "pods_per_s": pods / span,
         "p50_s": latencies[len(latencies) // 2],
         "p99_s": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "submit_s": submitted,
+        "per_node": dict(Counter(node_of.values())),
     }
 
 
@@ -296,6 +328,119 @@ def schedulers(nodes: int, pods: int, workdir: Path, variants: set[str], rounds:
     return rows
 
 
+BURST_NODES = 100
+BURST_QUIET = 10
+BURST_PODS = 1000
+#: The offline class label (mco_py.analysis.workloads.CLASS_LABEL).
+OFFLINE = {"mco.many-core.io/workload-class": "offline"}
+BURST_VARIANTS = {"guard": {}, "no-guard": {"herdGuard": None}}
+
+
+def burst_report(nodes: int, quiet: int) -> Report:
+    """``quiet`` nodes at level None (score 2), the rest Low (cpu 30), all sampled now."""
+    now = time.time()
+    items = []
+    for i in range(1, nodes + 1):
+        if i <= quiet:
+            items.append(NodeAssessment(f"node-{i}", Level.NONE, 2.0, {"psiCpuSomeAvg10": 1.0}, last_sample_time=now))
+        else:
+            items.append(
+                NodeAssessment(
+                    f"node-{i}", Level.LOW, 30.0, {"psiCpuSomeAvg10": 12.0}, last_sample_time=now,
+                    dominant="cpu", dimensions={"cpu": DimensionScore(Level.LOW, 30.0)},
+                )
+            )  # fmt: skip
+    return Report(now, "bench", "bench", tuple(items))
+
+
+def burst(pods: int, workdir: Path, rounds: int) -> list[dict[str, Any]]:
+    """Both schedulers with mco-plugin, the herd guard on and off: where a burst of offline pods lands."""
+    upstream = binaries()
+    bins = {**upstream, **mco_schedulers()["binaries"]}
+    cluster = RealCluster(workdir / "cluster-burst", bins, crds=volcano_crds(upstream))
+    quiet = {f"node-{i}" for i in range(1, BURST_QUIET + 1)}
+    rows: list[dict[str, Any]] = []
+    cluster.start(nodes=BURST_NODES, timeout=600)
+    try:
+        for crd in sorted(CRDS.glob("*.yaml")):
+            cluster.kubectl("apply", "-f", str(crd))
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(cluster.admin_kubeconfig), client_configuration=cfg)
+        cfg.connection_pool_maxsize = 16
+        api = client.ApiClient(cfg)
+        KubeReportStore(api, request_timeout=60).publish(
+            ReportBuilder(DEFAULT_STATUS_BUDGET).build(burst_report(BURST_NODES, BURST_QUIET))
+        )
+        core = client.CoreV1Api(api)
+        cluster.start_volcano(None)
+        for scheduler in ("vc-scheduler", "kube-scheduler"):
+            for current in range(rounds):
+                order = list(BURST_VARIANTS)
+                for variant in order if current % 2 == 0 else order[::-1]:
+                    plugin_args = {"crName": "cluster", "crStatusTTLSeconds": 3600, **BURST_VARIANTS[variant]}
+                    if scheduler == "vc-scheduler":
+                        entry = "  - name: mco-plugin\n    arguments: " + json.dumps(plugin_args) + "\n"
+                        cluster.set_volcano_conf(DEFAULT_VOLCANO_CONF + entry)
+                        cluster.start_vc_scheduler(timeout=600)
+                        pod_scheduler = "volcano"
+                    else:
+                        profile = json.loads(json.dumps(KUBE_PLUGIN_CONFIG))
+                        profile["profiles"][0]["pluginConfig"][0]["args"] = plugin_args
+                        cluster.start_kube_scheduler(profile)
+                        pod_scheduler = "default-scheduler"
+                    time.sleep(5)  # a started scheduler lists everything first; the plugin's informers too
+                    result = place(core, pod_scheduler, pods, workers=8, labels=OFFLINE)
+                    counts = [result["per_node"].get(f"node-{i}", 0) for i in range(1, BURST_NODES + 1)]
+                    mean = pods / BURST_NODES
+                    row = {
+                        "scheduler": scheduler, "variant": variant, "round": current,
+                        "pods_per_s": result["pods_per_s"], "submit_s": result["submit_s"],
+                        "max": max(counts), "mean": mean, "max_over_mean": max(counts) / mean,
+                        "on_quiet": sum(result["per_node"].get(n, 0) for n in quiet),
+                        "nodes_used": sum(1 for c in counts if c), "p99_s": result["p99_s"],
+                    }  # fmt: skip
+                    rows.append(row)
+                    print(row, flush=True)
+                    if scheduler == "vc-scheduler":
+                        cluster.stop_vc_scheduler()
+                    else:
+                        stop_component(cluster, "kube-scheduler")
+        api.close()
+    finally:
+        cluster.stop()
+    return rows
+
+
+def burst_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (scheduler, variant): medians over the rounds, the worst max/mean, pods/s vs no-guard."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["scheduler"], row["variant"]), []).append(row)
+    out = []
+    for (scheduler, variant), group in groups.items():
+        keys = ("pods_per_s", "submit_s", "max", "on_quiet", "nodes_used")
+        med = {k: statistics.median(r[k] for r in group) for k in keys}
+        out.append({"scheduler": scheduler, "variant": variant, "rounds": len(group), **med,
+                    "worst_max_over_mean": max(r["max_over_mean"] for r in group),
+                    "pods_per_s_min": min(r["pods_per_s"] for r in group),
+                    "pods_per_s_max": max(r["pods_per_s"] for r in group)})  # fmt: skip
+    for row in out:
+        base = next((b for b in out if b["scheduler"] == row["scheduler"] and b["variant"] == "no-guard"), None)
+        row["rate_ratio"] = row["pods_per_s"] / base["pods_per_s"] if base else float("nan")
+    return out
+
+
+def print_burst(summary_rows: list[dict[str, Any]], rounds: int) -> None:
+    print(f"\n{BURST_PODS} offline pods, {BURST_NODES} nodes ({BURST_QUIET} quiet); medians of {rounds} round(s)")
+    print("scheduler       variant   pods/s       / no-guard  submit s  max/node  max/mean (worst)  on quiet  used")
+    for r in summary_rows:
+        print(f"{r['scheduler']:<14}  {r['variant']:<8}  {r['pods_per_s']:>5.1f} [{r['pods_per_s_min']:.0f}-"
+              f"{r['pods_per_s_max']:.0f}]  {r['rate_ratio']:>9.2f}  {r['submit_s']:>8.1f}  {r['max']:>8.0f}  "
+              f"{r['worst_max_over_mean']:>16.1f}  {r['on_quiet']:>8.0f}  {r['nodes_used']:>4.0f}")  # fmt: skip
+
+
 def build_go_extender(out: Path) -> Path:
     binary = out / "goextender"
     if not binary.exists():
@@ -392,9 +537,17 @@ def main() -> int:
     parser.add_argument("--skip-schedulers", action="store_true")
     parser.add_argument("--skip-extenders", action="store_true")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--burst", action="store_true", help="only part 1b: the herd guard under a burst")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="mco-bench-scheduling-"))
     out: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count()}
+    if args.burst:
+        out["burst"] = burst(BURST_PODS, workdir, args.rounds)
+        out["burst_summary"] = burst_summary(out["burst"])
+        print_burst(out["burst_summary"], args.rounds)
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=2))
+        return 0
     if not args.skip_schedulers:
         rows = []
         for n in (int(x) for x in args.nodes.split(",")):

@@ -126,8 +126,10 @@ def _added_trust(deployment: Read) -> str:
 PLUGIN_NAME = "mco-plugin"
 PLUGIN_ARGUMENTS = (
     "crName", "crStatusTTLSeconds", "fallbackWhenCROutdated", "hardConstraints", "kataRuntimeClassPrefixes",
-    "scoreWeight", "unknownScore", "maxClockSkewSeconds",
+    "scoreWeight", "unknownScore", "maxClockSkewSeconds", "herdGuard",
 )  # fmt: skip
+#: The herd guard's fields (plugin only: the extender sees no placements; docs/scheduling.md).
+HERD_GUARD_FIELDS = ("enabled", "perPodScore", "settleSeconds", "maxAgeSeconds")
 #: The tag MCO's builds of vc-scheduler carry: the Volcano release, then ``-mco<MCO version>``.
 _MCO_BUILD = re.compile(r":v?\d+\.\d+\.\d+-mco[\w.]+(@.*)?$")
 
@@ -173,8 +175,14 @@ def plugin_argument_problems(arguments: object) -> list[str]:
     unknown = sorted(str(k) for k in given_arguments if k not in PLUGIN_ARGUMENTS)
     if unknown:
         problems.append(f"mco-plugin ignores the argument(s) {', '.join(unknown)}")
+    herd = given_arguments.get("herdGuard")
+    if herd is not None and not (isinstance(herd, Mapping) and all(k in HERD_GUARD_FIELDS for k in herd)):
+        problems.append(
+            f"herdGuard must be null or a mapping of {', '.join(HERD_GUARD_FIELDS)}; got {str(herd)[:60]!r}"
+            " (the plugin uses the default guard instead)"
+        )
     try:
-        given = {k: v for k, v in given_arguments.items() if k in PLUGIN_ARGUMENTS}
+        given = {k: v for k, v in given_arguments.items() if k in PLUGIN_ARGUMENTS and k != "herdGuard"}
         load(EXTENDER, document=given, source="mco-plugin arguments", strict=True)  # as the Go plugin reads them
     except ConfigError as exc:
         problems.append(f"{exc} (the plugin uses the default instead)")

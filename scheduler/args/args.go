@@ -16,6 +16,11 @@
 //	scoreWeight: 1.0               # Volcano: multiplies the 0-100 score
 //	unknownScore: 50.0             # neutral score: unknown nodes, basic mode
 //	maxClockSkewSeconds: 5.0       # a report dated further ahead is unusable
+//	herdGuard:                     # count pods placed since a node's sample against it; null: off
+//	  enabled: true
+//	  perPodScore: 5.0             # interference points one pod adds to each dimension it loads
+//	  settleSeconds: 10.0          # counted until the node's sample is this much newer
+//	  maxAgeSeconds: 60.0          # and never longer
 package args
 
 import (
@@ -53,7 +58,10 @@ func Defaults() Args {
 var known = map[string]bool{
 	"crName": true, "crStatusTTLSeconds": true, "fallbackWhenCROutdated": true, "hardConstraints": true,
 	"kataRuntimeClassPrefixes": true, "scoreWeight": true, "unknownScore": true, "maxClockSkewSeconds": true,
+	"herdGuard": true,
 }
+
+var knownHerd = map[string]bool{"enabled": true, "maxAgeSeconds": true, "perPodScore": true, "settleSeconds": true}
 
 // Parse reads raw (keys strings; values as yaml.v2 or encoding/json decode them) into Args. Every
 // key that is unknown, of the wrong type or out of range gives a Problem and keeps its default.
@@ -103,6 +111,9 @@ func Parse(raw map[string]interface{}) (Args, []Problem) {
 	}
 	if v, ok := raw["hardConstraints"]; ok {
 		s.HardConstraints = r.constraints(v, s.HardConstraints)
+	}
+	if v, ok := raw["herdGuard"]; ok {
+		s.Herd = r.herd(v, s.Herd)
 	}
 	return out, r.problems
 }
@@ -195,6 +206,52 @@ func (r *reader) constraints(v interface{}, defaults []policy.Constraint) []poli
 		if set[i] {
 			out = append(out, policy.Constraint{Signal: i, Threshold: thresholds[i]})
 		}
+	}
+	return out
+}
+
+// herd reads herdGuard: null switches the guard off; a mapping sets its fields (each bad one keeps
+// its default).
+func (r *reader) herd(v interface{}, defaults policy.HerdGuard) policy.HerdGuard {
+	if v == nil {
+		out := defaults
+		out.Enabled = false
+		return out
+	}
+	entries, ok := mapping(v)
+	if !ok {
+		r.problem("herdGuard", fmt.Sprintf("expected a mapping (enabled, perPodScore, settleSeconds, maxAgeSeconds) or null, got %s; using the defaults", show(v)))
+		return defaults
+	}
+	out := defaults
+	for _, key := range sortedKeys(entries) {
+		if !knownHerd[key] {
+			r.problem("herdGuard."+key, "unknown argument (known: enabled, maxAgeSeconds, perPodScore, settleSeconds); ignored")
+		}
+	}
+	if e, present := entries["enabled"]; present {
+		if b, isBool := e.(bool); isBool {
+			out.Enabled = b
+		} else {
+			r.problem("herdGuard.enabled", fmt.Sprintf("expected true or false, got %s; using %t", show(e), out.Enabled))
+		}
+	}
+	sub := reader{raw: entries}
+	sub.number("perPodScore", &out.PerPodScore, func(v float64) string {
+		if v <= 0 || v > 100 {
+			return "must be above 0 and at most 100 (switch the guard off with enabled: false)"
+		}
+		return ""
+	})
+	sub.number("settleSeconds", &out.SettleSeconds, atLeastZero)
+	sub.number("maxAgeSeconds", &out.MaxAgeSeconds, func(v float64) string {
+		if v <= 0 {
+			return "must be above 0"
+		}
+		return ""
+	})
+	for _, p := range sub.problems {
+		r.problem("herdGuard."+p.Key, p.Text)
 	}
 	return out
 }

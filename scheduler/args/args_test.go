@@ -69,6 +69,7 @@ func TestDefaults(t *testing.T) {
 			ScoreWeight:          1,
 			UnknownScore:         50,
 			MaxClockSkewSeconds:  5,
+			Herd:                 policy.HerdGuard{Enabled: true, PerPodScore: 5, SettleSeconds: 10, MaxAgeSeconds: 60},
 		},
 	}
 	for name, raw := range map[string]map[string]interface{}{
@@ -99,10 +100,12 @@ kataRuntimeClassPrefixes: [kata, rund]
 scoreWeight: 2.5
 unknownScore: 0
 maxClockSkewSeconds: 0
+herdGuard: {enabled: true, perPodScore: 2, settleSeconds: 0, maxAgeSeconds: 30}
 `
 	const jsonText = `{"crName": "nodes-east", "crStatusTTLSeconds": 45, "fallbackWhenCROutdated": false,
 		"hardConstraints": {"psiCpuSomeAvg10": 70, "bioLatencyP99Ms": 12.5},
-		"kataRuntimeClassPrefixes": ["kata", "rund"], "scoreWeight": 2.5, "unknownScore": 0, "maxClockSkewSeconds": 0}`
+		"kataRuntimeClassPrefixes": ["kata", "rund"], "scoreWeight": 2.5, "unknownScore": 0, "maxClockSkewSeconds": 0,
+		"herdGuard": {"enabled": true, "perPodScore": 2, "settleSeconds": 0, "maxAgeSeconds": 30}}`
 	want := args.Args{
 		CRName: "nodes-east",
 		Settings: policy.Settings{
@@ -113,6 +116,7 @@ maxClockSkewSeconds: 0
 			ScoreWeight:          2.5,
 			UnknownScore:         0,
 			MaxClockSkewSeconds:  0,
+			Herd:                 policy.HerdGuard{Enabled: true, PerPodScore: 2, SettleSeconds: 0, MaxAgeSeconds: 30},
 		},
 	}
 	for name, raw := range map[string]map[string]interface{}{"yaml": fromYAML(t, yamlText), "json": fromJSON(t, jsonText)} {
@@ -276,7 +280,7 @@ func TestProblemTexts(t *testing.T) {
 		{"hardConstraints: {psiBogus: 1}", "hardConstraints.psiBogus: unknown signal; use one of " +
 			strings.Join(policy.SignalNames[:], ", ") + " (optionally with the suffix 'Threshold'); ignored"},
 		{"bogus: 1", "bogus: unknown argument (known: crName, crStatusTTLSeconds, fallbackWhenCROutdated, " +
-			"hardConstraints, kataRuntimeClassPrefixes, maxClockSkewSeconds, scoreWeight, unknownScore); ignored"},
+			"hardConstraints, herdGuard, kataRuntimeClassPrefixes, maxClockSkewSeconds, scoreWeight, unknownScore); ignored"},
 	}
 	for _, c := range cases {
 		_, problems := args.Parse(fromYAML(t, c.yaml))
@@ -387,4 +391,39 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestHerdGuard(t *testing.T) {
+	defaults := policy.DefaultHerdGuard()
+	off := defaults
+	off.Enabled = false
+	for _, c := range []struct {
+		name     string
+		yaml     string
+		want     policy.HerdGuard
+		problems []string
+	}{
+		{"null switches it off", "herdGuard: null", off, nil},
+		{"enabled false", "herdGuard: {enabled: false}", off, nil},
+		{"one field", "herdGuard: {perPodScore: 12}", policy.HerdGuard{Enabled: true, PerPodScore: 12, SettleSeconds: 10, MaxAgeSeconds: 60}, nil},
+		{"not a mapping", "herdGuard: yes", defaults, []string{"herdGuard"}},
+		{"enabled not a bool", "herdGuard: {enabled: 1}", defaults, []string{"herdGuard.enabled"}},
+		{"zero per pod", "herdGuard: {perPodScore: 0}", defaults, []string{"herdGuard.perPodScore"}},
+		{"per pod above 100", "herdGuard: {perPodScore: 101}", defaults, []string{"herdGuard.perPodScore"}},
+		{"negative settle", "herdGuard: {settleSeconds: -1}", defaults, []string{"herdGuard.settleSeconds"}},
+		{"zero max age", "herdGuard: {maxAgeSeconds: 0, perPodScore: 3}", policy.HerdGuard{Enabled: true, PerPodScore: 3, SettleSeconds: 10, MaxAgeSeconds: 60}, []string{"herdGuard.maxAgeSeconds"}},
+		{"unknown key", "herdGuard: {perPod: 3}", defaults, []string{"herdGuard.perPod"}},
+	} {
+		got, problems := args.Parse(fromYAML(t, c.yaml))
+		if got.Settings.Herd != c.want {
+			t.Errorf("%s: got %+v, want %+v", c.name, got.Settings.Herd, c.want)
+		}
+		if keys := problemKeys(problems); !reflect.DeepEqual(keys, append([]string{}, c.problems...)) {
+			t.Errorf("%s: problems %v, want keys %v", c.name, problems, c.problems)
+		}
+	}
+	_, problems := args.Parse(fromYAML(t, "herdGuard: {perPodScore: 0}"))
+	if len(problems) != 1 || !strings.Contains(problems[0].Text, "enabled: false") {
+		t.Errorf("a zero perPodScore should say how to switch the guard off: %v", problems)
+	}
 }

@@ -26,6 +26,8 @@ const LogInterval = time.Minute
 // Shared is one process's state.
 type Shared struct {
 	Metrics *metrics.Metrics
+	// Herd holds the recent placements the herd guard counts.
+	Herd *Ledger
 
 	mu      sync.Mutex
 	sources map[string]*source.Source
@@ -49,8 +51,9 @@ type inForce struct {
 
 // New makes a process's shared state (one per process: see the plugin packages).
 func New() *Shared {
-	s := &Shared{Metrics: metrics.New(LogInterval), sources: map[string]*source.Source{}, stop: make(chan struct{}), hints: map[string]hint{}}
+	s := &Shared{Metrics: metrics.New(LogInterval), Herd: NewLedger(), sources: map[string]*source.Source{}, stop: make(chan struct{}), hints: map[string]hint{}}
 	s.Metrics.SetState(s.stateNow)
+	s.Metrics.SetHeld(s.Herd.Len)
 	return s
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -15,9 +16,16 @@ import (
 )
 
 // BenchmarkPodCycle is the plugin's share of one pod's cycle over 1,000 nodes: PreFilter, Filter
-// and Score on each, PreScore and NormalizeScore once (go test -bench PodCycle ./kube).
+// and Score on each, PreScore and NormalizeScore once (go test -bench PodCycle ./kube); with the
+// herd guard off, and on with two placements held on every node.
 func BenchmarkPodCycle(b *testing.B) {
+	b.Run("guard=off", func(b *testing.B) { benchmarkPodCycle(b, false) })
+	b.Run("guard=on", func(b *testing.B) { benchmarkPodCycle(b, true) })
+}
+
+func benchmarkPodCycle(b *testing.B, guard bool) {
 	a := args.Defaults()
+	a.Settings.Herd.Enabled = guard
 	io, _ := policy.SignalIndex("psiIoSomeAvg10")
 	nodes := make(policy.NodeMap, 1000)
 	names := make([]string, 1000)
@@ -29,7 +37,12 @@ func BenchmarkPodCycle(b *testing.B) {
 	}
 	settings := a.Settings
 	state := policy.ReportState(&policy.Report{Updated: now - 1, Nodes: nodes}, now, &settings, "", false)
-	p := &Plugin{shared: core.New(), args: a}
+	p := &Plugin{shared: core.New(), args: a, clock: func() time.Time { return time.UnixMicro(int64(now * 1e6)) }}
+	cpu := policy.Load{Weights: []policy.Weight{{Name: "cpu", Weight: 1}}}
+	for i, name := range names {
+		p.shared.Place(&a.Settings.Herd, name, "a"+strconv.Itoa(i), cpu, now)
+		p.shared.Place(&a.Settings.Herd, name, "b"+strconv.Itoa(i), policy.Load{All: true}, now)
+	}
 	p.look = func(policy.Settings) core.View { return core.View{State: state, Settings: &settings} }
 	infos := nodeInfos(names...)
 	ctx, target := context.Background(), pod("", "")

@@ -16,6 +16,11 @@
 //
 // The arguments are the Volcano plugin's (package args); a bad one is logged and its default
 // used. A pod's cycle reads the report once, in PreFilter (PreScore for scoring).
+//
+// Herd guard (herdGuard): Reserve records the pod on its node (Unreserve forgets it); until the
+// node's report has a sample taken after it, Score lowers the node by what such pods add to the
+// dimensions they load. A pod placed away from the node it would have scored best without the
+// guard gets an Event (reason MCOHerdGuard) saying which node, dimension, level and placements.
 package kube
 
 import (
@@ -27,6 +32,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -73,6 +79,10 @@ type Plugin struct {
 	look func(settings policy.Settings) core.View
 	// waited is the report version a requeue hint last waited for.
 	waited atomic.Value
+	// events records the herd guard's Events on pods (nil: none).
+	events events.EventRecorder
+	// clock is the time of placements.
+	clock func() time.Time
 }
 
 var (
@@ -81,6 +91,7 @@ var (
 	_ framework.FilterPlugin      = &Plugin{}
 	_ framework.PreScorePlugin    = &Plugin{}
 	_ framework.ScorePlugin       = &Plugin{}
+	_ framework.ReservePlugin     = &Plugin{}
 )
 
 // New builds the plugin of a profile: its arguments read (JSON or YAML, the Volcano plugin's
@@ -96,7 +107,7 @@ func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.P
 	}
 	parsed := s.Arguments(raw)
 	src := s.Source(h.KubeConfig(), parsed.CRName)
-	p := &Plugin{shared: s, args: parsed, src: src}
+	p := &Plugin{shared: s, args: parsed, src: src, events: h.EventRecorder(), clock: time.Now}
 	p.look = func(settings policy.Settings) core.View { return s.Look(src, settings, time.Now()) }
 	klog.InfoS("mco-plugin ready", "crName", parsed.CRName, "ttlSeconds", parsed.Settings.TTLSeconds)
 	return p, nil
@@ -118,6 +129,9 @@ type scoreState struct {
 	reason      metrics.ScoreReason
 	// counted: PreScore counted the cycle's nodes (else each Score call counts its own).
 	counted bool
+	// now is the cycle's time (seconds); steering follows the herd guard's effect (nil: guard off).
+	now      float64
+	steering *core.Steering
 }
 
 func (s *scoreState) Clone() fwk.StateData { return s }
@@ -242,7 +256,10 @@ func (p *Plugin) scoreState(state fwk.CycleState, pod *v1.Pod) *scoreState {
 
 // readScore reads the report and the pod's hint for scoring nodes of a cycle, counting them.
 func (p *Plugin) readScore(pod *v1.Pod, nodes int) *scoreState {
-	st := &scoreState{view: p.look(p.args.Settings), counted: nodes > 0}
+	st := &scoreState{view: p.look(p.args.Settings), counted: nodes > 0, now: core.Seconds(p.clock())}
+	if st.view.Settings.Herd.Enabled {
+		st.steering = &core.Steering{}
+	}
 	text, present := pod.Annotations[policy.SensitiveToAnnotation]
 	st.sensitivity, st.reason = p.shared.Sensitivity(&st.view.State, text, present)
 	p.shared.Metrics.Score(metrics.KubePrioritize, st.reason, nodes)
@@ -259,7 +276,68 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nod
 	if node == nil {
 		return 0, nil
 	}
-	return policy.FrameworkScore(&st.view.State, node.Name, st.view.Settings, st.sensitivity), nil
+	if st.steering == nil {
+		return policy.FrameworkScore(&st.view.State, node.Name, st.view.Settings, st.sensitivity), nil
+	}
+	g, recent := p.shared.Guarded(&st.view, node.Name, st.sensitivity, st.now)
+	if g.Discounted() {
+		p.shared.Metrics.Discounted(metrics.KubePrioritize, 1)
+	}
+	st.steering.Note(node.Name, g, recent)
+	return policy.FrameworkScale(g.Score), nil
+}
+
+// Reserve records the pod on nodeName for the herd guard, and tells the pod (an Event) when the
+// guard placed it away from the node it would have scored best.
+func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if !p.args.Settings.Herd.Enabled {
+		return nil
+	}
+	var st *scoreState
+	if data, err := state.Read(scoreKey); err == nil {
+		st, _ = data.(*scoreState)
+	}
+	var sensitivity *policy.Sensitivity
+	if st != nil {
+		sensitivity = st.sensitivity
+	}
+	if st != nil && st.steering != nil {
+		// The node as the pod scored it: before the pod itself is counted on it.
+		chosen, _ := p.shared.Guarded(&st.view, nodeName, sensitivity, st.now)
+		p.steered(pod, st.steering, nodeName, chosen)
+	}
+	cpu, memory := requests(pod)
+	p.shared.Place(&p.args.Settings.Herd, nodeName, string(pod.UID), policy.PodLoad(sensitivity, cpu, memory), core.Seconds(p.clock()))
+	return nil
+}
+
+// steered counts the pod, and tells it with an Event, when the guard placed it on chosen away from
+// its best node.
+func (p *Plugin) steered(pod *v1.Pod, steering *core.Steering, nodeName string, chosen policy.Guarded) {
+	if steer, steered := steering.Steered(nodeName, chosen); steered {
+		p.shared.Metrics.Steered(metrics.KubePrioritize, steer.Guarded.Dimension)
+		if p.events != nil {
+			p.events.Eventf(pod, nil, v1.EventTypeNormal, HerdReason, "Scheduling", "%s", steer.Message(core.Seconds(p.clock())))
+		}
+	}
+}
+
+// Unreserve forgets the pod's placement (its binding failed or was undone).
+func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	p.shared.Herd.Remove(string(pod.UID))
+}
+
+// HerdReason is the reason of the herd guard's Events.
+const HerdReason = "MCOHerdGuard"
+
+// requests says whether the pod requests cpu and memory.
+func requests(pod *v1.Pod) (cpu, memory bool) {
+	for i := range pod.Spec.Containers {
+		r := pod.Spec.Containers[i].Resources.Requests
+		cpu = cpu || !r.Cpu().IsZero()
+		memory = memory || !r.Memory().IsZero()
+	}
+	return cpu, memory
 }
 
 // ScoreExtensions implements framework.ScorePlugin.

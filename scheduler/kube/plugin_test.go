@@ -5,6 +5,7 @@ package kube
 import (
 	"context"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,7 +52,7 @@ func plugin(t *testing.T, basic bool, change func(*policy.Settings)) (p *Plugin,
 		t.Fatalf("state %+v", state)
 	}
 	looks = new(int)
-	p = &Plugin{shared: core.New(), args: a}
+	p = &Plugin{shared: core.New(), args: a, clock: func() time.Time { return time.UnixMicro(int64(now * 1e6)) }}
 	p.look = func(policy.Settings) core.View {
 		*looks++
 		return core.View{State: state, Settings: &settings}

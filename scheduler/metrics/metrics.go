@@ -53,6 +53,11 @@ type Metrics struct {
 	scores   [len(verbNames)][len(scoreNames)]atomic.Uint64
 	problems map[string]*atomic.Uint64
 	state    atomic.Pointer[func() (policy.State, int)]
+	// discounted counts node scores the herd guard lowered, per verb.
+	discounted [len(verbNames)]atomic.Uint64
+	steerMu    sync.Mutex
+	steered    map[steerKey]uint64
+	held       atomic.Pointer[func() int]
 
 	logMu    sync.Mutex
 	logged   map[string]time.Time
@@ -62,7 +67,7 @@ type Metrics struct {
 
 // New makes the counters; Register exports them.
 func New(logInterval time.Duration) *Metrics {
-	m := &Metrics{problems: map[string]*atomic.Uint64{}, logged: map[string]time.Time{}, muted: map[string]int{}, interval: logInterval}
+	m := &Metrics{problems: map[string]*atomic.Uint64{}, steered: map[steerKey]uint64{}, logged: map[string]time.Time{}, muted: map[string]int{}, interval: logInterval}
 	for _, kind := range problemKinds {
 		m.problems[kind] = &atomic.Uint64{}
 	}
@@ -85,6 +90,33 @@ func (m *Metrics) Filters(verb Verb, v policy.Verdict, n int) {
 func (m *Metrics) Score(verb Verb, reason ScoreReason, n int) {
 	m.scores[verb][reason].Add(uint64(n))
 }
+
+type steerKey struct {
+	verb      Verb
+	dimension string
+}
+
+// maxSteerDimensions bounds the dimension label values (the report names its dimensions); the
+// rest count as "other".
+const maxSteerDimensions = 32
+
+// Discounted counts n node scores the herd guard lowered.
+func (m *Metrics) Discounted(verb Verb, n int) { m.discounted[verb].Add(uint64(n)) }
+
+// Steered counts a pod the herd guard placed away from its best node, by the dimension whose
+// estimate decided it.
+func (m *Metrics) Steered(verb Verb, dimension string) {
+	m.steerMu.Lock()
+	defer m.steerMu.Unlock()
+	key := steerKey{verb, dimension}
+	if _, seen := m.steered[key]; !seen && len(m.steered) >= maxSteerDimensions {
+		key.dimension = "other"
+	}
+	m.steered[key]++
+}
+
+// SetHeld names what the herd guard's ledger gauge reads at scrape time (placements held).
+func (m *Metrics) SetHeld(held func() int) { m.held.Store(&held) }
 
 // SetState names what the state gauges read at scrape time: the report's state under the
 // settings in force, and the number of entries in the report in use.
@@ -124,6 +156,15 @@ var (
 		"1 when an outdated report is used because fallbackWhenCROutdated is false", nil, nil)
 	nodesDesc = prometheus.NewDesc("mco_scheduler_plugin_report_nodes",
 		"Entries in the report in use (0 in basic mode)", nil, nil)
+	discountedDesc = prometheus.NewDesc("mco_scheduler_plugin_herd_discounted_total",
+		"Node scores the herd guard lowered for pods placed on the node since its report sample, by verb",
+		[]string{"verb"}, nil)
+	steeredDesc = prometheus.NewDesc("mco_scheduler_plugin_herd_steered_total",
+		"Pods the herd guard placed away from the node they scored best without it, by verb and the "+
+			"dimension whose estimate decided it (node: an entry without dimensions)",
+		[]string{"verb", "dimension"}, nil)
+	heldDesc = prometheus.NewDesc("mco_scheduler_plugin_herd_placements",
+		"Recent placements the herd guard holds (counted against their nodes until a later sample)", nil, nil)
 	problemsDesc = prometheus.NewDesc("mco_scheduler_plugin_problems_total",
 		"Report and argument problems, by kind (watch: list/watch errors; unreadable: a report object "+
 			"that cannot be decoded; shards: a generation not yet whole; argument: a plugin argument "+
@@ -133,7 +174,8 @@ var (
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{decisionsDesc, basicDesc, fallbackDesc, ageDesc, outdatedDesc, nodesDesc, problemsDesc} {
+	for _, d := range []*prometheus.Desc{decisionsDesc, basicDesc, fallbackDesc, ageDesc, outdatedDesc, nodesDesc, problemsDesc,
+		discountedDesc, steeredDesc, heldDesc} {
 		ch <- d
 	}
 }
@@ -164,6 +206,17 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, kind := range problemKinds {
 		ch <- prometheus.MustNewConstMetric(problemsDesc, prometheus.CounterValue, float64(m.problems[kind].Load()), kind)
+	}
+	for _, verb := range [...]Verb{VolcanoPrioritize, KubePrioritize} {
+		ch <- prometheus.MustNewConstMetric(discountedDesc, prometheus.CounterValue, float64(m.discounted[verb].Load()), verbNames[verb])
+	}
+	m.steerMu.Lock()
+	for key, n := range m.steered {
+		ch <- prometheus.MustNewConstMetric(steeredDesc, prometheus.CounterValue, float64(n), verbNames[key.verb], key.dimension)
+	}
+	m.steerMu.Unlock()
+	if held := m.held.Load(); held != nil {
+		ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64((*held)()))
 	}
 	read := m.state.Load()
 	if read == nil {

@@ -4,6 +4,7 @@ package metrics_test
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,8 @@ func TestNoStateBeforeSetState(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "mco_scheduler_plugin_problems_total" {
+		// Counters are exported from the start (at 0); the state gauges wait for a state.
+		if name := f.GetName(); name != "mco_scheduler_plugin_problems_total" && name != "mco_scheduler_plugin_herd_discounted_total" {
 			t.Errorf("%s exported before any state is known", f.GetName())
 		}
 	}
@@ -180,4 +182,30 @@ mco_scheduler_plugin_problems_total{kind="shards"} 8000
 mco_scheduler_plugin_problems_total{kind="unreadable"} 0
 mco_scheduler_plugin_problems_total{kind="watch"} 0
 `, "mco_scheduler_plugin_problems_total")
+}
+
+func TestHerdCounters(t *testing.T) {
+	m, _ := registered(t)
+	m.Discounted(metrics.KubePrioritize, 3)
+	m.Steered(metrics.VolcanoPrioritize, "cpu")
+	m.Steered(metrics.VolcanoPrioritize, "cpu")
+	for i := 0; i < 40; i++ { // dimension names come from the report: the label values stay bounded
+		m.Steered(metrics.KubePrioritize, "dim"+strconv.Itoa(i))
+	}
+	held := 7
+	m.SetHeld(func() int { return held })
+	const want = `# HELP mco_scheduler_plugin_herd_discounted_total Node scores the herd guard lowered for pods placed on the node since its report sample, by verb
+# TYPE mco_scheduler_plugin_herd_discounted_total counter
+mco_scheduler_plugin_herd_discounted_total{verb="kube_prioritize"} 3
+mco_scheduler_plugin_herd_discounted_total{verb="volcano_prioritize"} 0
+# HELP mco_scheduler_plugin_herd_placements Recent placements the herd guard holds (counted against their nodes until a later sample)
+# TYPE mco_scheduler_plugin_herd_placements gauge
+mco_scheduler_plugin_herd_placements 7
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "mco_scheduler_plugin_herd_discounted_total", "mco_scheduler_plugin_herd_placements"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m, "mco_scheduler_plugin_herd_steered_total"); n != 33 {
+		t.Errorf("steered series %d, want 32 and one \"other\"", n)
+	}
 }

@@ -120,8 +120,11 @@ type Node struct {
 	Score float64
 	// Dimensions scoring above 0, in the report's order.
 	Dimensions []Dimension
-	signals    [NumSignals]float64
-	present    uint32
+	// Sampled is the entry's lastSampleTime, seconds since the epoch (0: not given; the report's
+	// Updated stands in).
+	Sampled float64
+	signals [NumSignals]float64
+	present uint32
 }
 
 // SetSignal records the value of signal i (an index into SignalNames).
@@ -181,6 +184,8 @@ type Settings struct {
 	UnknownScore float64
 	// MaxClockSkewSeconds: a report dated further in the future is unusable.
 	MaxClockSkewSeconds float64
+	// Herd counts the pods placed since a node's sample against it (herdGuard).
+	Herd HerdGuard
 }
 
 // DefaultSettings are the extender's defaults.
@@ -195,6 +200,7 @@ func DefaultSettings() Settings {
 		ScoreWeight:          1,
 		UnknownScore:         50,
 		MaxClockSkewSeconds:  5,
+		Herd:                 DefaultHerdGuard(),
 	}
 }
 
@@ -404,17 +410,13 @@ func RawScore(state *State, node string, s *Settings, sensitivity *Sensitivity) 
 
 // VolcanoScore is RawScore times ScoreWeight: never negative, never NaN (Volcano sums plugin scores).
 func VolcanoScore(state *State, node string, s *Settings, sensitivity *Sensitivity) float64 {
-	value := RawScore(state, node, s, sensitivity) * s.ScoreWeight
-	if value > 0 && !math.IsInf(value, 0) { // NaN fails the comparison
-		return value
-	}
-	return 0
+	return VolcanoScale(RawScore(state, node, s, sensitivity), s)
 }
 
 // FrameworkScore is RawScore as a kube-scheduler framework score: an integer 0-100 (the
 // framework applies the profile's weight), rounded half to even as Python's round().
 func FrameworkScore(state *State, node string, s *Settings, sensitivity *Sensitivity) int64 {
-	return int64(math.RoundToEven(RawScore(state, node, s, sensitivity)))
+	return FrameworkScale(RawScore(state, node, s, sensitivity))
 }
 
 // KubeExtenderScore is RawScore on kube-scheduler's extender scale: an integer 0..10.

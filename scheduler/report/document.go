@@ -336,9 +336,11 @@ func decodeEntry(obj map[string]interface{}, p path) (string, *policy.Node, erro
 		if !isText {
 			return "", nil, fail(at(p, ".lastSampleTime"), "expected an RFC 3339 time")
 		}
-		if _, err := ParseTime(text); err != nil {
+		sampled, err := ParseTime(text)
+		if err != nil {
 			return "", nil, fail(at(p, ".lastSampleTime"), "%v", err)
 		}
+		node.Sampled = sampled
 	}
 	if v, present := obj["reasons"]; present {
 		reasons, isList := v.([]interface{})

@@ -77,6 +77,9 @@ func TestDecodeStatusInline(t *testing.T) {
 	if n1.Level != policy.LevelMedium || n1.Score != 55 {
 		t.Errorf("n1 %+v", n1)
 	}
+	if n1.Sampled != 1735787040 { // lastSampleTime: the herd guard's reference
+		t.Errorf("n1 sampled %v", n1.Sampled)
+	}
 	if want := []policy.Dimension{{Name: "io", Score: 55.5}}; !reflect.DeepEqual(n1.Dimensions, want) {
 		t.Errorf("n1 dimensions %v", n1.Dimensions)
 	}

@@ -55,7 +55,12 @@ KUBE_CONFIG = {
             "schedulerName": "mco-scheduler",
             "plugins": {"multiPoint": {"enabled": [{"name": "mco-plugin", "weight": 1}]}},
             "pluginConfig": [{"name": "mco-plugin", "args": ARGS}],
-        }
+        },
+        {  # the same without the herd guard
+            "schedulerName": "mco-noguard",
+            "plugins": {"multiPoint": {"enabled": [{"name": "mco-plugin", "weight": 1}]}},
+            "pluginConfig": [{"name": "mco-plugin", "args": {**ARGS, "herdGuard": None}}],
+        },
     ]
 }
 SCHEDULERS = ["volcano", "mco-scheduler"]
@@ -472,3 +477,59 @@ def _plugin_cluster_role() -> dict[str, Any]:
             if isinstance(doc, dict) and doc.get("kind") == "ClusterRole":
                 return doc
     raise AssertionError("no ClusterRole mco-scheduler-plugin in the roles' templates")
+
+
+#: node-1 quiet, the other three Low by cpu: a burst's magnet.
+QUIET_AND_LOW = [
+    entry("node-1", "None", 0),
+    entry("node-2", "Low", 20, cpu=20),
+    entry("node-3", "Low", 20, cpu=20),
+    entry("node-4", "Low", 20, cpu=20),
+]
+BURST = 24
+STEERED = "mco_scheduler_plugin_herd_steered_total"
+
+
+def _burst(env: Env, scheduler: str, prefix: str) -> dict[str, int]:
+    """BURST pods created at once (one kubectl create); how many each node got."""
+    placed = env.placements(env.pods(prefix, BURST, scheduler), timeout=120)
+    counts = {f"node-{i}": 0 for i in range(1, 5)}
+    for node in placed.values():
+        counts[node] += 1
+    return counts
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_the_herd_guard_spreads_a_burst_that_piles_without_it(env: Env, scheduler: str) -> None:
+    """24 pods at once on a report of one quiet node and three Low ones: with the guard (the
+    default) no node gets more than twice the mean and the pods steered away from node-1 get an
+    Event and are counted; with herdGuard: null every pod lands on node-1."""
+    env.report(QUIET_AND_LOW)
+    if scheduler == "volcano":
+        env.report_in_use(len(QUIET_AND_LOW))
+    verb = "volcano_prioritize" if scheduler == "volcano" else "kube_prioritize"
+    key = (STEERED, (("dimension", "cpu"), ("verb", verb)))
+    before = env.metrics(scheduler).get(key, 0.0)
+    guarded = _burst(env, scheduler, f"{scheduler[:3]}-herd")
+    assert max(guarded.values()) <= 2 * BURST / 4, (guarded, _logs(env))
+    assert guarded["node-1"] > 0, guarded
+    steered = env.metrics(scheduler).get(key, 0.0) - before
+    assert steered > 0, guarded
+    events = env.json("get", "events", "-n", "default", "--field-selector", "reason=MCOHerdGuard")["items"]
+    messages = [e.get("message") or e.get("note", "") for e in events]
+    assert any("node node-1 (level None" in m and "cpu" in m for m in messages), messages
+    env.delete_pods()
+
+    if scheduler == "volcano":
+        env.cluster.set_volcano_conf(VOLCANO_CONF + "      herdGuard: null\n")
+        env.cluster.start_vc_scheduler(timeout=300)
+        env.report(QUIET_AND_LOW)
+        env.report_in_use(len(QUIET_AND_LOW))
+        try:
+            piled = _burst(env, "volcano", "vol-pile")
+        finally:
+            env.cluster.set_volcano_conf(VOLCANO_CONF)
+            env.cluster.start_vc_scheduler(timeout=300)
+    else:
+        piled = _burst(env, "mco-noguard", "mco-pile")
+    assert piled["node-1"] == BURST, piled

@@ -280,6 +280,24 @@ def _status(view: ClusterView, **changes: Any) -> ClusterView:
         ),
         (
             lambda v: replace(
+                v,
+                volcano_conf=plugin_conf(herdGuard={"perPodScore": 5, "settleSeconds": 10}),
+                volcano_deployment=scheduler_image(MCO_IMAGE),
+            ),
+            "volcano scheduler",
+            Verdict.OK,
+            "mco-plugin in",
+        ),
+        (
+            lambda v: replace(
+                v, volcano_conf=plugin_conf(herdGuard={"perPod": 5}), volcano_deployment=scheduler_image(MCO_IMAGE)
+            ),
+            "volcano scheduler",
+            Verdict.FAIL,
+            "herdGuard must be null or a mapping of enabled, perPodScore, settleSeconds, maxAgeSeconds",
+        ),
+        (
+            lambda v: replace(
                 v, volcano_conf=plugin_conf(extender=True), volcano_deployment=scheduler_image(MCO_IMAGE)
             ),
             "volcano scheduler",
