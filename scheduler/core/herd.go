@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"mco.many-core.io/scheduler/metrics"
 	"mco.many-core.io/scheduler/policy"
 )
 
@@ -30,6 +31,17 @@ func (s *Shared) Guarded(view *View, node string, sensitivity *policy.Sensitivit
 		}
 	}
 	return policy.GuardedScore(&view.State, node, view.Settings, sensitivity, &recent), recent
+}
+
+// SteeredScore is Guarded for a scoring verb: a discount is counted under verb and the score noted in
+// steering (which tells the pod, once placed, when the guard moved it off its best node).
+func (s *Shared) SteeredScore(view *View, node string, sensitivity *policy.Sensitivity, now float64, verb metrics.Verb, steering *Steering) policy.Guarded {
+	g, recent := s.Guarded(view, node, sensitivity, now)
+	if g.Discounted() {
+		s.Metrics.Discounted(verb, 1)
+	}
+	steering.Note(node, g, recent)
+	return g
 }
 
 // Place records a pod placed on node now under the herd guard's settings (nothing when it is off).

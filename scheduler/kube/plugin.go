@@ -279,11 +279,7 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nod
 	if st.steering == nil {
 		return policy.FrameworkScore(&st.view.State, node.Name, st.view.Settings, st.sensitivity), nil
 	}
-	g, recent := p.shared.Guarded(&st.view, node.Name, st.sensitivity, st.now)
-	if g.Discounted() {
-		p.shared.Metrics.Discounted(metrics.KubePrioritize, 1)
-	}
-	st.steering.Note(node.Name, g, recent)
+	g := p.shared.SteeredScore(&st.view, node.Name, st.sensitivity, st.now, metrics.KubePrioritize, st.steering)
 	return policy.FrameworkScale(g.Score), nil
 }
 

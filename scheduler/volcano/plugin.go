@@ -175,11 +175,7 @@ func (f *functions) nodeOrder(task *api.TaskInfo, node *api.NodeInfo) (float64, 
 	if s.steering == nil {
 		return policy.VolcanoScore(&f.view.State, node.Name, f.view.Settings, s.sensitivity), nil
 	}
-	g, recent := f.shared.Guarded(&f.view, node.Name, s.sensitivity, f.now)
-	if g.Discounted() {
-		f.shared.Metrics.Discounted(metrics.VolcanoPrioritize, 1)
-	}
-	s.steering.Note(node.Name, g, recent)
+	g := f.shared.SteeredScore(&f.view, node.Name, s.sensitivity, f.now, metrics.VolcanoPrioritize, s.steering)
 	return policy.VolcanoScale(g.Score, f.view.Settings), nil
 }
 
